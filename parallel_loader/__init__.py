@@ -1,0 +1,24 @@
+"""parallel_loader: threads that prepare batches while the main thread trains.
+
+N loader threads call a yield function and put its batches in a bounded queue;
+the training loop takes them out, so a step costs max(T_load / N, T_train)
+instead of T_load + T_train.
+"""
+
+from .data_loader import DataLoader, LoaderClosed
+from .fifo_queue import FIFOQueue, QueueClosed
+from .train import EpochStats, PassStats, Train
+from .yield_function import YieldFunction
+
+__all__ = [
+    "DataLoader",
+    "EpochStats",
+    "FIFOQueue",
+    "LoaderClosed",
+    "PassStats",
+    "QueueClosed",
+    "Train",
+    "YieldFunction",
+]
+
+__version__ = "0.1.0"

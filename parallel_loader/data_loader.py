@@ -1,0 +1,349 @@
+"""Loader threads that call a yield function and queue its batches.
+
+``DataLoader`` starts N threads once and reuses them for every epoch. Each thread
+takes the next position of the epoch, calls the yield function for it and puts
+the batch in a bounded ``FIFOQueue``; iterating the loader takes batches out.
+The loader knows nothing of what a batch is: no video, no TensorFlow.
+
+How work is handed out: one condition guards the epoch's state (which positions
+exist, which were taken, how far the consumer got). Threads wait on it for work;
+the consumer notifies it when an epoch starts, when it moves the ordered window,
+and on close. Every queued result is tagged with its epoch, so results of an
+epoch that was abandoned part way are recognised and dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .fifo_queue import FIFOQueue, QueueClosed
+from .yield_function import batches_per_epoch
+
+__all__ = ["DataLoader", "LoaderClosed"]
+
+log = logging.getLogger(__name__)
+
+# Stands in the result queue for a stream call that raised StopIteration, so that
+# every position handed out is accounted for. Never None: None can be a batch.
+_NO_BATCH = object()
+
+
+class LoaderClosed(RuntimeError):
+    """The DataLoader was closed: it cannot start an epoch, or was closed during one."""
+
+
+class DataLoader:
+    """Calls a yield function in ``num_threads`` threads and yields its batches.
+
+    Iterating the loader gives one epoch: every index in ``range(len(yield_fn))``
+    exactly once, whatever the number of threads. A yield function without
+    ``__len__`` is a stream: each iteration calls it until it raises
+    ``StopIteration`` (or for ever, until the consumer stops).
+
+    Threads start at the first iteration and stop at ``close()``; use the loader
+    as a context manager. Iterate from one thread at a time.
+
+    Args:
+        yield_fn: a ``YieldFunction`` (or any callable with ``__len__`` taking an
+            index), or a zero-argument callable for a stream.
+        num_threads: how many loader threads call ``yield_fn`` at once.
+        max_len: capacity of the batch queue. At most about ``max_len + num_threads``
+            batches exist at once, in ordered mode too.
+        shuffle: visit the indices of each epoch in a new random order.
+        seed: makes the shuffled orders reproducible; each epoch still differs.
+        ordered: deliver batches in sequence order (as ``tf.data``'s
+            ``deterministic=True``); otherwise each batch comes as soon as it is ready.
+        name: prefix of the thread names.
+        first_epoch: the number of the first epoch, to continue a run's sequence of
+            shuffled orders (and the epochs passed to ``on_epoch_end``) in a new loader.
+
+    Raises:
+        TypeError, ValueError: an argument is of the wrong type or out of range;
+            the message says which and what is allowed.
+    """
+
+    def __init__(
+        self,
+        yield_fn: Callable[..., Any],
+        num_threads: int = 4,
+        max_len: int = 8,
+        shuffle: bool = False,
+        seed: int | None = None,
+        ordered: bool = False,
+        name: str = "DataLoader",
+        first_epoch: int = 0,
+    ) -> None:
+        _check_count("num_threads", num_threads)
+        _check_count("max_len", max_len)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
+        self._length_now = batches_per_epoch(yield_fn)  # validates yield_fn early
+        self._stream = self._length_now is None
+        if self._stream and shuffle:
+            raise ValueError("shuffle=True needs a yield function with __len__; a stream has no indices to shuffle")
+        self._yield_fn = yield_fn
+        self.num_threads = num_threads
+        self.max_len = max_len
+        self.shuffle = shuffle
+        # With no seed, draw one now, so that each epoch's order still differs from the last.
+        self.seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+        self.ordered = ordered
+        self.name = name
+        self._results = FIFOQueue(max_len)
+        self._threads: list[threading.Thread] = []
+        # Guards everything below; loader threads wait on it for work.
+        self._work = threading.Condition(threading.Lock())
+        self._closed = False
+        self._failure: BaseException | None = None
+        self._active = False  # an iteration is in progress
+        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
+            raise ValueError(f"first_epoch must be a non-negative int, got {first_epoch!r}")
+        self._epoch = first_epoch - 1  # also tags results, to drop those of an abandoned epoch
+        self._order: Sequence[int] = ()
+        self._length: int | None = 0  # positions this epoch; None while a stream runs
+        self._next = 0  # next position to hand out
+        self._yielded = 0  # positions delivered, in ordered mode
+        self._window = max_len + num_threads if ordered else None
+
+    # Public API, for the consuming thread.
+
+    @property
+    def epoch(self) -> int:
+        """The number of the epoch being iterated, or of the last one; ``first_epoch - 1`` before the first."""
+        return self._epoch
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called or a loader thread failed."""
+        return self._closed
+
+    @property
+    def threads(self) -> tuple[threading.Thread, ...]:
+        """The loader threads started so far (none before the first iteration)."""
+        return tuple(self._threads)
+
+    def __len__(self) -> int:
+        """Batches per epoch, as the yield function says now."""
+        if self._stream:
+            raise TypeError("a DataLoader over a stream (a yield function without __len__) has no length")
+        return batches_per_epoch(self._yield_fn)
+
+    def __iter__(self) -> Iterator[Any]:
+        """Run one epoch and yield its batches.
+
+        Raises:
+            LoaderClosed: the loader is closed, or was closed by another thread
+                during the epoch.
+            RuntimeError: another iteration over this loader is in progress.
+            BaseException: whatever the yield function raised in a loader thread,
+                re-raised here with that thread's traceback; the loader is then closed.
+        """
+        epoch = self._begin_epoch()
+        completed = False
+        try:
+            yield from self._deliver(epoch)
+            completed = True
+        finally:
+            self._end_epoch(completed)
+        on_epoch_end = getattr(self._yield_fn, "on_epoch_end", None)
+        if on_epoch_end is not None:
+            on_epoch_end(epoch)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop every loader thread and wait for them to end.
+
+        Threads busy in the yield function finish that call first. Idempotent.
+
+        Args:
+            timeout: the most seconds to wait for each thread; ``None`` waits until
+                each ends. A thread still alive after it is logged.
+        """
+        with self._work:
+            self._closed = True
+            self._work.notify_all()
+        self._results.close()
+        current = threading.current_thread()
+        for thread in self._threads:
+            if thread is not current:
+                thread.join(timeout)
+                if thread.is_alive():
+                    log.warning("%s still running after close(timeout=%s)", thread.name, timeout)
+
+    def __enter__(self) -> DataLoader:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"<DataLoader {self.name!r} threads={self.num_threads} max_len={self.max_len} "
+            f"epoch={self._epoch}{' closed' if self._closed else ''}>"
+        )
+
+    # The consumer's side of an epoch.
+
+    def _begin_epoch(self) -> int:
+        length = None if self._stream else batches_per_epoch(self._yield_fn)
+        with self._work:
+            if self._closed:
+                raise LoaderClosed(self._closed_message())
+            if self._active:
+                raise RuntimeError(
+                    f"{self.name}: an iteration over this DataLoader is in progress; "
+                    "finish it or close its iterator before starting another"
+                )
+            self._active = True
+            self._epoch += 1
+            if length is not None:
+                if self.shuffle:
+                    rng = np.random.default_rng([self.seed, self._epoch])
+                    self._order = rng.permutation(length).tolist()
+                else:
+                    self._order = range(length)
+            self._length = length
+            self._next = 0
+            self._yielded = 0
+            self._work.notify_all()
+        if not self._threads:
+            self._start_threads()
+        return self._epoch
+
+    def _deliver(self, epoch: int) -> Iterator[Any]:
+        received = 0
+        pending: dict[int, Any] = {}  # ordered mode: results that came ahead of their turn
+        next_position = 0
+        while True:
+            with self._work:
+                if received == self._length:
+                    return
+            if self._failure is not None:
+                self._raise_failure()
+            try:
+                tag, position, batch = self._results.dequeue()
+            except QueueClosed:
+                if self._failure is not None:
+                    self._raise_failure()
+                raise LoaderClosed(f"{self.name} was closed during epoch {epoch}") from None
+            if tag != epoch:
+                continue  # made for an epoch that was abandoned
+            received += 1
+            if not self.ordered:
+                if batch is not _NO_BATCH:
+                    yield batch
+                continue
+            pending[position] = batch
+            while next_position in pending:
+                batch = pending.pop(next_position)
+                next_position += 1
+                with self._work:
+                    self._yielded = next_position
+                    self._work.notify_all()
+                if batch is not _NO_BATCH:
+                    yield batch
+
+    def _end_epoch(self, completed: bool) -> None:
+        with self._work:
+            self._active = False
+            if not completed:
+                self._length = self._next  # hand out nothing more of this epoch
+        if completed:
+            return
+        # Free the memory of results nobody will take; threads still busy with this
+        # epoch add theirs later, and the next epoch drops them by their tag.
+        while True:
+            try:
+                self._results.dequeue(timeout=0)
+            except (TimeoutError, QueueClosed):
+                break
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        self.close()
+        raise failure
+
+    def _closed_message(self) -> str:
+        if self._failure is not None:
+            return f"{self.name} is closed: a loader thread failed with {self._failure!r}"
+        return f"{self.name} is closed"
+
+    # The loader threads' side.
+
+    def _start_threads(self) -> None:
+        for i in range(self.num_threads):
+            thread = threading.Thread(target=self._work_loop, name=f"{self.name}-{i}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.debug("%s started %d threads", self.name, self.num_threads)
+
+    def _work_loop(self) -> None:
+        call = self._yield_fn
+        while True:
+            task = self._take()
+            if task is None:
+                return
+            epoch, position, index = task
+            try:
+                batch = call() if self._stream else call(index)
+            except StopIteration as exc:
+                if not self._stream:
+                    error = RuntimeError(f"the yield function raised StopIteration for index {index}")
+                    error.__cause__ = exc
+                    self._fail(error, index)
+                    return
+                self._end_stream()
+                batch = _NO_BATCH
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                self._fail(exc, index)
+                return
+            try:
+                self._results.enqueue((epoch, position, batch))
+            except QueueClosed:
+                return
+
+    def _take(self) -> tuple[int, int, int] | None:
+        """Wait for the next position to make; ``None`` means stop."""
+        with self._work:
+            while True:
+                if self._closed:
+                    return None
+                if self._may_hand_out():
+                    position = self._next
+                    self._next += 1
+                    index = position if self._stream else self._order[position]
+                    return self._epoch, position, index
+                self._work.wait()
+
+    def _may_hand_out(self) -> bool:
+        if not self._active:
+            return False
+        if self._length is not None and self._next >= self._length:
+            return False
+        return self._window is None or self._next < self._yielded + self._window
+
+    def _end_stream(self) -> None:
+        with self._work:
+            if self._length is None:
+                self._length = self._next  # positions handed out so far are all there will be
+
+    def _fail(self, exc: BaseException, index: int) -> None:
+        exc.add_note(f"raised in loader thread {threading.current_thread().name} for index {index}")
+        log.debug("%s: loader thread failed", self.name, exc_info=exc)
+        with self._work:
+            if self._failure is None:
+                self._failure = exc
+            self._closed = True
+            self._work.notify_all()
+        self._results.close()
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")

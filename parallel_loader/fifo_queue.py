@@ -1,0 +1,144 @@
+"""A bounded, closable first-in first-out queue.
+
+``FIFOQueue`` is the buffer between the threads that make batches and the thread
+that consumes them. It is ``queue.Queue`` plus one thing Python 3.11 lacks:
+``close()`` (Python 3.13 calls it ``Queue.shutdown``). Closing wakes every
+blocked caller at once; producers then fail, consumers drain what is left and
+then fail, so nothing queued is lost and nobody waits forever.
+
+The queue knows nothing of the threads that use it: any thread may call any
+method.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any
+
+__all__ = ["FIFOQueue", "QueueClosed"]
+
+
+class QueueClosed(Exception):
+    """Raised by ``enqueue`` on a closed queue, and by ``dequeue`` on a closed, empty one."""
+
+
+class FIFOQueue:
+    """A thread-safe bounded FIFO queue that can be closed.
+
+    Each instance is independent (the original design kept its state at class
+    level, so two queues were one).
+
+    Args:
+        max_len: the most items the queue holds; ``enqueue`` blocks while it is full.
+
+    Raises:
+        TypeError: ``max_len`` is not an int.
+        ValueError: ``max_len`` is less than 1.
+    """
+
+    def __init__(self, max_len: int = 8) -> None:
+        if isinstance(max_len, bool) or not isinstance(max_len, int):
+            raise TypeError(f"max_len must be an int, got {type(max_len).__name__} {max_len!r}")
+        if max_len < 1:
+            raise ValueError(f"max_len must be at least 1, got {max_len}")
+        self._max_len = max_len
+        self._items: deque[Any] = deque()
+        self._closed = False
+        # One lock, held whenever the queue or its closed flag changes, shared by
+        # both conditions so that a waiter re-checks both under the same lock.
+        self._mutex = threading.Lock()
+        self._not_empty = threading.Condition(self._mutex)
+        self._not_full = threading.Condition(self._mutex)
+
+    @property
+    def max_len(self) -> int:
+        """The capacity given at construction."""
+        return self._max_len
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` has been called."""
+        return self._closed
+
+    def __len__(self) -> int:
+        """The number of items queued now: approximate, since other threads change it."""
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<FIFOQueue {len(self._items)}/{self._max_len} {state}>"
+
+    def enqueue(self, item: Any, timeout: float | None = None) -> None:
+        """Append ``item``, blocking while the queue is full.
+
+        Args:
+            item: any object, ``None`` included.
+            timeout: the most seconds to wait for room; ``None`` waits for ever.
+
+        Raises:
+            QueueClosed: the queue is closed, or was closed while waiting.
+            TimeoutError: no room came within ``timeout`` seconds.
+        """
+        with self._not_full:
+            if len(self._items) >= self._max_len and not self._closed:
+                self._wait(self._not_full, self._is_full, timeout, "enqueue")
+            if self._closed:
+                raise QueueClosed("enqueue on a closed FIFOQueue")
+            self._items.append(item)
+            self._not_empty.notify()
+
+    def dequeue(self, timeout: float | None = None) -> Any:
+        """Remove and return the oldest item, blocking while the queue is empty.
+
+        After ``close()`` this still returns every item queued before it.
+
+        Args:
+            timeout: the most seconds to wait for an item; ``None`` waits for ever.
+
+        Raises:
+            QueueClosed: the queue is closed and empty.
+            TimeoutError: no item came within ``timeout`` seconds.
+        """
+        with self._not_empty:
+            if not self._items and not self._closed:
+                self._wait(self._not_empty, self._is_empty, timeout, "dequeue")
+            if not self._items:
+                raise QueueClosed("dequeue on a closed, empty FIFOQueue")
+            item = self._items.popleft()
+            self._not_full.notify()
+            return item
+
+    def close(self) -> None:
+        """Close the queue and wake every blocked ``enqueue`` and ``dequeue``.
+
+        Idempotent. Items already queued stay available to ``dequeue``.
+        """
+        with self._mutex:
+            self._closed = True
+            self._not_empty.notify_all()
+            self._not_full.notify_all()
+
+    # Private helpers; each is called with the lock held.
+
+    def _is_full(self) -> bool:
+        return len(self._items) >= self._max_len and not self._closed
+
+    def _is_empty(self) -> bool:
+        return not self._items and not self._closed
+
+    def _wait(self, cond: threading.Condition, blocked, timeout: float | None, what: str) -> None:
+        """Wait on ``cond`` while ``blocked()`` holds, up to ``timeout`` seconds in all."""
+        if timeout is None:
+            while blocked():
+                cond.wait()
+            return
+        if timeout < 0:
+            raise ValueError(f"timeout must be a non-negative number or None, got {timeout}")
+        deadline = time.monotonic() + timeout
+        while blocked():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"FIFOQueue.{what} timed out after {timeout} s")
+            cond.wait(remaining)

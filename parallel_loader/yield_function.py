@@ -1,0 +1,71 @@
+"""What a user writes to feed the loader: a yield function.
+
+Subclass ``YieldFunction`` for data with a known length (an epoch is every index
+once, so the loader can shuffle, order and count). A plain zero-argument callable
+is accepted too, as an endless stream in the style of the original design: each
+call returns one batch, and raising ``StopIteration`` ends the stream.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+__all__ = ["YieldFunction", "batches_per_epoch"]
+
+
+class YieldFunction:
+    """Base class for indexed data: ``len()`` batches per epoch, ``self(index)`` makes one.
+
+    ``__call__`` runs in loader threads, several at once, so it must be safe to
+    call concurrently: keep per-call state in local variables, and derive any
+    randomness from the index (and the epoch) rather than from a shared generator.
+
+    Example:
+        >>> class Squares(YieldFunction):
+        ...     def __len__(self):
+        ...         return 10
+        ...     def __call__(self, index):
+        ...         return index * index
+    """
+
+    def __len__(self) -> int:
+        """The number of batches in one epoch."""
+        raise TypeError(f"{type(self).__name__} must define __len__ (batches per epoch)")
+
+    def __call__(self, index: int) -> Any:
+        """Return the batch with this index, 0 <= index < len(self). Any object will do."""
+        raise TypeError(f"{type(self).__name__} must define __call__(index) returning a batch")
+
+    def on_epoch_end(self, epoch: int) -> None:
+        """Called in the consuming thread after every batch of ``epoch`` was delivered.
+
+        No loader thread is running the yield function at that moment, so this is
+        the place to change state that ``__call__`` reads. The default does nothing.
+        """
+
+
+def batches_per_epoch(yield_fn: Any) -> int | None:
+    """Return ``len(yield_fn)`` checked, or ``None`` for a stream (a callable without ``__len__``).
+
+    Raises:
+        TypeError: ``yield_fn`` is not callable, or its length is not an int.
+        ValueError: its length is negative.
+    """
+    if not callable(yield_fn):
+        raise TypeError(
+            f"the yield function must be callable: a YieldFunction subclass or a "
+            f"zero-argument function, got {type(yield_fn).__name__}"
+        )
+    if not hasattr(type(yield_fn), "__len__"):
+        return None
+    try:
+        n = len(yield_fn)
+    except TypeError as exc:
+        raise TypeError(
+            f"len() of the yield function {type(yield_fn).__name__} failed: {exc}; "
+            "__len__ must return the number of batches per epoch as an int"
+        ) from exc
+    except ValueError as exc:  # CPython's own message for a negative __len__
+        raise ValueError(f"len() of the yield function {type(yield_fn).__name__} must be >= 0: {exc}") from exc
+    return operator.index(n)

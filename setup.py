@@ -1,0 +1,24 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+setup(
+    name="parallel_loader",
+    version="0.1.0",
+    description="Threaded producer/consumer data loading for TensorFlow training on video",
+    long_description=Path(__file__).with_name("README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["parallel_loader", "parallel_loader.*"]),
+    install_requires=[
+        "numpy>=1.26",
+        "opencv-python-headless>=4.8",
+        # The plain package runs on the CPU and uses a GPU when CUDA is present.
+        "tensorflow>=2.16",
+        "psutil>=5.9",
+    ],
+    extras_require={
+        "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],
+        "plot": ["matplotlib>=3.8"],
+    },
+)
