@@ -1,0 +1,369 @@
+"""Throughput of the threaded loader against its thread count.
+
+For each thread count N the consumer (the main thread) takes ``--batches``
+batches from a ``DataLoader`` and runs a step on each, the same loop as
+``Train``'s pass. Reported per N: batches/s, speedup over 1 thread, efficiency
+against the ideal ``min(N / T_load, 1 / T_step)``, the fraction of time the
+consumer waited for data, the process's CPU % (psutil) and peak RSS.
+
+Pipeline fill: the first batch cannot come before one ``T_load``. The "all"
+columns include that fill; the "steady" columns leave it out (the rate between
+the first and the last step's start, and the waits after the first batch).
+
+Workloads:
+
+* ``latency``: the original experiment, scaled down: a loader that sleeps
+  ``T_load`` per batch and a step that sleeps ``T_step`` (both release the GIL).
+* ``decode``: clips decoded by ``parallel_loader.video.VideoFolder`` from the
+  sample video set, and a step of ``--step`` seconds (sleep) standing in for the
+  accelerator. ``T_load`` is measured by decoding batches serially first.
+* ``train``: the example's TensorFlow train step on those clips. A ``serial``
+  row (load, then step, in the main thread) is the baseline being replaced.
+
+    python -m benchmarks.sweep --workload latency --threads 1,2,4,8,16,32
+    python -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10
+    python -m benchmarks.sweep --workload decode --threads 1,2,4,8
+    python -m benchmarks.sweep --workload train --threads 1,2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from parallel_loader import DataLoader, YieldFunction
+
+from ._common import (
+    DEFAULT_OUT,
+    ResourceSampler,
+    format_table,
+    machine_info,
+    parse_ints,
+    spread,
+    write_csv,
+    write_json,
+)
+from ._workloads import add_video_arguments, describe_video, make_train_step, open_video_folder, time_calls
+
+__all__ = ["Workload", "main", "measure"]
+
+SERIAL = 0  # the thread count that stands for "no loader: load, then step, in the main thread"
+
+
+@dataclass
+class Workload:
+    """What one sweep feeds and runs: a yield function, a step and their measured costs."""
+
+    name: str
+    yield_fn: YieldFunction
+    step: Callable[[Any], Any]
+    t_load: float
+    t_step: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Repeat(YieldFunction):
+    """``batches`` batches made by cycling through another yield function's indices."""
+
+    def __init__(self, base: YieldFunction, batches: int) -> None:
+        self.base = base
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __call__(self, index: int) -> Any:
+        return self.base(index % len(self.base))
+
+
+class Sleeper(YieldFunction):
+    """A loader that takes ``seconds`` per batch without holding the GIL (I/O-like)."""
+
+    def __init__(self, batches: int, seconds: float) -> None:
+        self.batches = batches
+        self.seconds = seconds
+        self._batch = np.zeros(16, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __call__(self, index: int) -> np.ndarray:
+        time.sleep(self.seconds)
+        return self._batch
+
+
+def _sleep_step(seconds: float) -> Callable[[Any], None]:
+    def step(batch: Any) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+    return step
+
+
+def build(args: argparse.Namespace) -> Workload:
+    """Make the workload named by ``args.workload``, measuring its T_load and T_step where needed."""
+    if args.workload == "latency":
+        load, step = args.load if args.load is not None else 0.1, args.step if args.step is not None else 0.02
+        return Workload(
+            "latency",
+            Sleeper(args.batches, load),
+            _sleep_step(step),
+            load,
+            step,
+            [f"nominal T_load = {load} s (sleep), T_step = {step} s (sleep)"],
+        )
+    folder = open_video_folder(args)
+    notes = [describe_video(folder, args)]
+    t_load = time_calls(lambda i: folder(i % len(folder)), args.calibrate)
+    if args.workload == "decode":
+        step_s = args.step if args.step is not None else 0.0
+        step = _sleep_step(step_s)
+        notes.append(f"T_load measured serially ({args.calibrate} batches); T_step = {step_s} s (sleep)")
+        return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes)
+    if args.workload == "train":
+        train_step, model_notes = make_train_step(folder)
+        batch = folder(0)
+        t_step = time_calls(lambda i: train_step(batch), args.calibrate)
+        notes += model_notes
+        notes.append(f"T_load and T_step measured on their own, serially ({args.calibrate} calls each, after warm-up)")
+        return Workload("train", Repeat(folder, args.batches), train_step, t_load, t_step, notes)
+    raise ValueError(f"unknown workload {args.workload!r}")
+
+
+def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
+    """Consume one epoch with ``threads`` loader threads (``SERIAL``: none) and return its figures."""
+    step = workload.step
+    waits: list[float] = []
+    starts: list[float] = []
+    with ResourceSampler() as resources:
+        start = time.perf_counter()
+        if threads == SERIAL:
+            for index in range(len(workload.yield_fn)):
+                before = time.perf_counter()
+                batch = workload.yield_fn(index)
+                now = time.perf_counter()
+                waits.append(now - before)
+                starts.append(now)
+                step(batch)
+            seconds = time.perf_counter() - start
+        else:
+            with DataLoader(workload.yield_fn, threads, max_len, name=f"sweep{threads}") as loader:
+                batches = iter(loader)
+                while True:
+                    before = time.perf_counter()
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        break
+                    now = time.perf_counter()
+                    waits.append(now - before)
+                    starts.append(now)
+                    step(batch)
+                seconds = time.perf_counter() - start
+    n = len(waits)
+    fill = waits[0]
+    steady_span = starts[-1] - starts[0]
+    ideal = _ideal(workload, threads)
+    rate = n / seconds
+    steady = (n - 1) / steady_span if n > 1 and steady_span > 0 else rate
+    return {
+        "batches": n,
+        "seconds": seconds,
+        "batches_per_s": rate,
+        "steady_batches_per_s": steady,
+        "ideal_batches_per_s": ideal,
+        "efficiency": rate / ideal,
+        "steady_efficiency": steady / ideal,
+        "fill_s": fill,
+        "wait_fraction": sum(waits) / seconds,
+        "steady_wait_fraction": sum(waits[1:]) / (seconds - fill) if seconds > fill else 0.0,
+        "cpu_percent": resources.cpu_percent,
+        "cpu_percent_peak_sample": max(resources.cpu_samples, default=resources.cpu_percent),
+        "peak_rss_mb": resources.peak_rss / 2**20,
+    }
+
+
+def _ideal(workload: Workload, threads: int) -> float:
+    if threads == SERIAL:
+        return 1.0 / (workload.t_load + workload.t_step)
+    load_rate = threads / workload.t_load
+    return min(load_rate, 1.0 / workload.t_step) if workload.t_step > 0 else load_rate
+
+
+def _label(threads: int) -> str:
+    return "serial" if threads == SERIAL else str(threads)
+
+
+def summarise(workload: Workload, runs: dict[int, list[dict[str, float]]]) -> list[dict[str, Any]]:
+    """One row per thread count: medians over rounds, plus the range of batches/s."""
+    base = runs.get(1)
+    base_rate = statistics.median(r["batches_per_s"] for r in base) if base else None
+    rows = []
+    for threads, results in runs.items():
+        rates = spread(r["batches_per_s"] for r in results)
+        row: dict[str, Any] = {"threads": _label(threads), "rounds": len(results)}
+        row["batches_per_s"] = rates.median
+        row["batches_per_s_min"] = rates.low
+        row["batches_per_s_max"] = rates.high
+        for key in results[0]:
+            if key not in ("batches_per_s",):
+                row[key] = statistics.median(r[key] for r in results)
+        row["speedup_vs_1"] = rates.median / base_rate if base_rate else float("nan")
+        rows.append(row)
+    return rows
+
+
+def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    headers = [
+        "threads",
+        "batches/s median (min-max)",
+        "speedup vs 1",
+        "ideal/s",
+        "eff all",
+        "eff steady",
+        "wait all",
+        "wait steady",
+        "CPU %",
+        "peak RSS MB",
+    ]
+    table = [
+        [
+            r["threads"],
+            f"{r['batches_per_s']:.2f} ({r['batches_per_s_min']:.2f}-{r['batches_per_s_max']:.2f})",
+            f"{r['speedup_vs_1']:.2f}x",
+            r["ideal_batches_per_s"],
+            f"{r['efficiency']:.3f}",
+            f"{r['steady_efficiency']:.3f}",
+            f"{100 * r['wait_fraction']:.1f}%",
+            f"{100 * r['steady_wait_fraction']:.1f}%",
+            f"{r['cpu_percent']:.0f}",
+            f"{r['peak_rss_mb']:.0f}",
+        ]
+        for r in rows
+    ]
+    print(
+        f"workload {workload.name}: T_load = {workload.t_load * 1e3:.1f} ms, T_step = {workload.t_step * 1e3:.1f} ms, "
+        f"{args.batches} batches per run, max_len = {args.max_len}, {args.rounds} interleaved rounds"
+    )
+    for note in workload.notes:
+        print(f"  {note}")
+    print(format_table(headers, table))
+
+
+def check_targets(workload: Workload, rows: list[dict[str, Any]]) -> list[str]:
+    """The latency workload's targets, met or missed; nothing for the other workloads."""
+    if workload.name != "latency":
+        return []
+    lines = []
+    threaded = [r for r in rows if r["threads"] != "serial"]
+    for key, label in (("efficiency", "fill included"), ("steady_efficiency", "steady state")):
+        worst = min(threaded, key=lambda r: r[key])
+        verdict = "met" if worst[key] >= 0.95 else "MISSED"
+        lines.append(f"target efficiency >= 0.95 ({label}): {verdict}; lowest {worst[key]:.3f} at N={worst['threads']}")
+    fed = [r for r in threaded if int(r["threads"]) / workload.t_load >= 1 / workload.t_step - 1e-9]
+    if fed:
+        for key, label in (("wait_fraction", "fill included"), ("steady_wait_fraction", "steady state")):
+            worst = max(fed, key=lambda r: r[key])
+            verdict = "met" if worst[key] < 0.05 else "MISSED"
+            lines.append(
+                f"target wait < 5% where N/T_load >= 1/T_step ({label}): {verdict}; "
+                f"highest {100 * worst[key]:.1f}% at N={worst['threads']}"
+            )
+    return lines
+
+
+def plot(workload: Workload, rows: list[dict[str, Any]], path: Path) -> Path | None:
+    """Save batches/s and efficiency against threads as a PNG; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    threaded = [r for r in rows if r["threads"] != "serial"]
+    n = [int(r["threads"]) for r in threaded]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot(n, [r["batches_per_s"] for r in threaded], "o-", label="measured (fill included)")
+    ax1.plot(n, [r["steady_batches_per_s"] for r in threaded], "s--", label="measured (steady)")
+    ax1.plot(n, [r["ideal_batches_per_s"] for r in threaded], "k:", label="ideal min(N/T_load, 1/T_step)")
+    ax1.set(xscale="log", xlabel="loader threads N", ylabel="batches/s", title=f"{workload.name}: throughput")
+    ax1.set_xticks(n, [str(x) for x in n])
+    ax1.legend(fontsize=8)
+    ax2.plot(n, [r["efficiency"] for r in threaded], "o-", label="efficiency (fill included)")
+    ax2.plot(n, [r["steady_efficiency"] for r in threaded], "s--", label="efficiency (steady)")
+    ax2.plot(n, [r["wait_fraction"] for r in threaded], "^-", label="consumer wait fraction")
+    ax2.set(xscale="log", xlabel="loader threads N", ylim=(0, 1.1), title="efficiency and wait")
+    ax2.set_xticks(n, [str(x) for x in n])
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=["latency", "decode", "train"], default="latency")
+    parser.add_argument("--threads", type=parse_ints, default=[1, 2, 4, 8, 16, 32], help="e.g. 1,2,4,8")
+    parser.add_argument("--serial", action="store_true", help="add a serial row (load, then step; default for train)")
+    parser.add_argument("--max-len", type=int, default=8, help="queue capacity")
+    parser.add_argument("--batches", type=int, default=100, help="batches per run")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
+    parser.add_argument("--load", type=float, default=None, help="latency: T_load in seconds (default 0.1)")
+    parser.add_argument(
+        "--step", type=float, default=None, help="latency: T_step in seconds (default 0.02); decode: sleep per step (0)"
+    )
+    parser.add_argument("--calibrate", type=int, default=5, help="serial calls to measure T_load / T_step")
+    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT), help="folder for the CSV, JSON and PNG")
+    parser.add_argument("--no-plot", action="store_true")
+    add_video_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the sweep, print its table and return the results."""
+    args = parse_args(argv)
+    workload = build(args)
+    counts = list(args.threads)
+    if args.serial or args.workload == "train":
+        counts = [SERIAL, *counts]
+    runs: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
+    for r in range(args.rounds):
+        for threads in counts if r % 2 == 0 else counts[::-1]:
+            runs[threads].append(measure(workload, threads, args.max_len))
+    rows = summarise(workload, runs)
+    print_table(workload, rows, args)
+    targets = check_targets(workload, rows)
+    for line in targets:
+        print(line)
+    out = Path(args.out)
+    stem = f"sweep_{workload.name}"
+    print(f"wrote {write_csv(out / f'{stem}.csv', rows)}")
+    report = {
+        "args": vars(args),
+        "machine": machine_info(),
+        "t_load": workload.t_load,
+        "t_step": workload.t_step,
+        "notes": workload.notes,
+        "rows": rows,
+        "targets": targets,
+        "runs": {_label(n): v for n, v in runs.items()},
+    }
+    print(f"wrote {write_json(out / f'{stem}.json', report)}")
+    if not args.no_plot:
+        png = plot(workload, rows, out / f"{stem}.png")
+        print(f"wrote {png}" if png else "matplotlib is not installed (pip install '.[plot]'): no plot")
+    return report
+
+
+if __name__ == "__main__":
+    main()
