@@ -1,0 +1,258 @@
+"""The tutorial's feed_dict-vs-queue experiment, with loader threads as the queue.
+
+A 2-layer MLP (1024 -> 1024 -> 1, ReLU) learns ``label = sum(x) > 0`` from
+batches of 128 x 1024 standard-normal values, Adam with learning rate 1e-2, one
+``tf.function`` step per batch. Two ways to feed it:
+
+* ``feed``: the training loop makes each batch in Python, then steps (the
+  tutorial's ``feed_dict`` loop): a step costs ``T_load + T_step``.
+* ``queue``: ``DataLoader`` threads make the batches while the main thread steps:
+  ideally ``max(T_load, T_step)``.
+
+``T_load`` and ``T_step`` are measured on their own first; the ideal speed-up is
+``(T_load + T_step) / max(T_load, T_step)``. Variant ``heavy`` adds per-batch
+numpy augmentation calibrated to cost about one step. Runs are interleaved
+(feed, queue, queue, feed, ...) when ``--rounds`` > 1.
+
+    python -m benchmarks.feed_vs_queue --steps 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from parallel_loader import DataLoader, YieldFunction
+
+from ._common import DEFAULT_OUT, ResourceSampler, format_table, machine_info, spread, write_json
+
+__all__ = ["Batches", "main"]
+
+BATCH, FEATURES, HIDDEN = 128, 1024, 1024
+
+
+class Batches(YieldFunction):
+    """Random batches ``(x, y)``, each from its own seeded generator, plus optional augmentation.
+
+    Args:
+        steps: batches per epoch.
+        rounds: augmentation passes per batch (0: none); each pass is a few
+            elementwise numpy operations over the batch.
+        seed: base of the per-batch seeds.
+    """
+
+    def __init__(self, steps: int, rounds: int = 0, seed: int = 0) -> None:
+        self.steps = steps
+        self.rounds = rounds
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __call__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng([self.seed, index])
+        x = rng.standard_normal((BATCH, FEATURES), dtype=np.float32)
+        if self.rounds:
+            x = _augment(x, rng, self.rounds)
+        y = (x.sum(axis=1, keepdims=True) > 0).astype(np.float32)
+        return x, y
+
+
+def _augment(x: np.ndarray, rng: np.random.Generator, rounds: int) -> np.ndarray:
+    """Jitter, scale and clip ``rounds`` times: the cost of a real augmentation, in numpy."""
+    scale = np.float32(1.0 + 0.01 * rng.standard_normal())
+    for _ in range(rounds):
+        x = np.clip(x * scale + np.float32(0.001), -6.0, 6.0)
+        x = x[:, ::-1].copy() if rng.random() < 0.5 else x
+    return x
+
+
+def configure_tf(intra_op: int, inter_op: int) -> Any:
+    """Import TensorFlow with the given thread pool sizes (0: TF's default, one per core)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+    return tf
+
+
+def make_step(tf: Any) -> Callable[[np.ndarray, np.ndarray], Any]:
+    """The tutorial's model and optimiser, and a tf.function that trains on one batch."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [keras.Input((FEATURES,)), keras.layers.Dense(HIDDEN, activation="relu"), keras.layers.Dense(1)]
+    )
+    optimizer = keras.optimizers.Adam(learning_rate=1e-2)
+    loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+    spec = (tf.TensorSpec((BATCH, FEATURES), tf.float32), tf.TensorSpec((BATCH, 1), tf.float32))
+
+    @tf.function(input_signature=spec)
+    def step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return step
+
+
+def mean_seconds(call: Callable[[int], Any], n: int) -> float:
+    """Mean seconds of ``call(i)`` over ``n`` calls, after 3 warm-up calls."""
+    for i in range(3):
+        call(i)
+    start = time.perf_counter()
+    for i in range(n):
+        call(i)
+    return (time.perf_counter() - start) / n
+
+
+def calibrate_rounds(target: float, probe: int = 30) -> int:
+    """Augmentation passes that make a batch cost about ``target`` seconds in all.
+
+    A first estimate from the cost of 10 passes, then two corrections measured at
+    the estimate, since a neighbour's load makes any single measurement noisy.
+    """
+    base = mean_seconds(Batches(probe, 0), probe)
+    per_round = max((mean_seconds(Batches(probe, 10), probe) - base) / 10, 1e-6)
+    rounds = max(1, round((target - base) / per_round))
+    for _ in range(2):
+        cost = mean_seconds(Batches(probe, rounds), probe)
+        per_round = max((cost - base) / rounds, 1e-6)
+        rounds = max(1, round((target - base) / per_round))
+    return rounds
+
+
+def run_feed(step: Callable[..., Any], batches: Batches) -> float:
+    """Make each batch, then step on it, in this thread; return the seconds."""
+    start = time.perf_counter()
+    for i in range(len(batches)):
+        x, y = batches(i)
+        step(x, y)
+    loss = step(x, y)
+    float(loss)  # wait for the last step
+    return time.perf_counter() - start
+
+
+def run_queue(step: Callable[..., Any], batches: Batches, threads: int, max_len: int) -> float:
+    """Step on batches made by ``threads`` loader threads; return the seconds (thread start included)."""
+    start = time.perf_counter()
+    with DataLoader(batches, threads, max_len, name="feed-vs-queue") as loader:
+        for x, y in loader:
+            loss = step(x, y)
+        float(loss)
+    return time.perf_counter() - start
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run both variants, print the table and return the results."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=5000, help="training steps per run")
+    parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats; medians reported")
+    parser.add_argument("--threads", type=int, default=2, help="loader threads")
+    parser.add_argument("--max-len", type=int, default=8)
+    parser.add_argument("--variants", nargs="+", default=["light", "heavy"], choices=["light", "heavy"])
+    parser.add_argument(
+        "--intra-op",
+        type=int,
+        default=1,
+        help="TF intra-op threads (1: a core left to the loader; 0: TF default)",
+    )
+    parser.add_argument("--inter-op", type=int, default=1, help="TF inter-op threads (0: TF default)")
+    parser.add_argument("--augment-rounds", type=int, default=None, help="heavy variant: passes (default: calibrated)")
+    parser.add_argument("--calibrate", type=int, default=100, help="calls to measure T_load and T_step")
+    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    args = parser.parse_args(argv)
+
+    tf = configure_tf(args.intra_op, args.inter_op)
+    step = make_step(tf)
+    probe = Batches(3)
+    t_step = mean_seconds(lambda i: float(step(*probe(i % 3))), args.calibrate)
+    variants = {"light": 0}
+    if "heavy" in args.variants:
+        variants["heavy"] = args.augment_rounds or calibrate_rounds(t_step)
+    variants = {k: v for k, v in variants.items() if k in args.variants}
+
+    results, rows = {}, []
+    for name, rounds in variants.items():
+        batches = Batches(args.steps, rounds)
+        t_load = mean_seconds(batches, args.calibrate)
+        ideal = (t_load + t_step) / max(t_load, t_step)
+        times: dict[str, list[float]] = {"feed": [], "queue": []}
+        cpu: dict[str, list[float]] = {"feed": [], "queue": []}
+        for r in range(args.rounds):
+            for mode in ("feed", "queue") if r % 2 == 0 else ("queue", "feed"):
+                with ResourceSampler() as res:
+                    if mode == "feed":
+                        seconds = run_feed(step, batches)
+                    else:
+                        seconds = run_queue(step, batches, args.threads, args.max_len)
+                times[mode].append(seconds)
+                cpu[mode].append(res.cpu_percent)
+        feed, queue = spread(times["feed"]), spread(times["queue"])
+        achieved = feed.median / queue.median
+        results[name] = {
+            "augment_rounds": rounds,
+            "t_load": t_load,
+            "t_step": t_step,
+            "ideal": ideal,
+            "achieved": achieved,
+            "fraction_of_ideal": achieved / ideal,
+            "feed_seconds": times["feed"],
+            "queue_seconds": times["queue"],
+            "feed_cpu_percent": statistics.median(cpu["feed"]),
+            "queue_cpu_percent": statistics.median(cpu["queue"]),
+        }
+        rows.append(
+            [
+                name if not rounds else f"{name} ({rounds} aug. passes)",
+                f"{t_load * 1e3:.2f}",
+                f"{t_step * 1e3:.2f}",
+                feed.fmt(2),
+                queue.fmt(2),
+                f"{achieved:.2f}x",
+                f"{ideal:.2f}x",
+                f"{achieved / ideal:.2f}",
+                f"{statistics.median(cpu['feed']):.0f} / {statistics.median(cpu['queue']):.0f}",
+            ]
+        )
+    print(
+        f"{args.steps} steps per run, {args.rounds} round(s); loader: {args.threads} threads, max_len {args.max_len}; "
+        f"TF intra/inter-op threads {args.intra_op}/{args.inter_op} (0: TF default); times in s, median (min-max)"
+    )
+    print(
+        format_table(
+            [
+                "variant",
+                "T_load ms",
+                "T_step ms",
+                "feed s",
+                "queue s",
+                "achieved",
+                "ideal",
+                "achieved/ideal",
+                "CPU % feed / queue",
+            ],
+            rows,
+        )
+    )
+    for name, r in results.items():
+        verdict = "met" if r["fraction_of_ideal"] >= 0.95 else "MISSED"
+        print(f"target achieved >= 0.95x ideal ({name}): {verdict} ({r['fraction_of_ideal']:.2f})")
+    report = {"args": vars(args), "machine": machine_info(), "results": results}
+    print(f"wrote {write_json(Path(args.out) / 'feed_vs_queue.json', report)}")
+    return report
+
+
+if __name__ == "__main__":
+    main()
