@@ -39,7 +39,12 @@ REPO = Path(__file__).resolve().parent.parent
 def add_video_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that choose the clips: data folder, batch size, clip length, frame size."""
     group = parser.add_argument_group("video (decode and train workloads)")
-    group.add_argument("--data", type=str, default=str(REPO / "data" / "sample"), help="video root; made if missing")
+    group.add_argument(
+        "--data",
+        type=str,
+        default=str(REPO / "data" / "sample"),
+        help="video root (train/ in it if any); made if missing",
+    )
     group.add_argument("--classes", type=int, default=5, help="classes, when the sample set is made")
     group.add_argument("--per-class", type=int, default=20, help="videos per class, when the sample set is made")
     group.add_argument("--batch-size", type=int, default=8)
@@ -63,7 +68,7 @@ def limit_opencv_threads() -> None:
 def ensure_sample_data(root: Path, classes: int, per_class: int) -> Path:
     """Make the sample video set at ``root`` with ``parallel_loader.sample_data`` unless it is there."""
     if root.is_dir() and any(root.iterdir()):
-        return root
+        return _train_part(root)
     if importlib.util.find_spec("parallel_loader.sample_data") is None:
         raise SystemExit(f"{root} is missing and parallel_loader.sample_data (branch video) is not available")
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +76,12 @@ def ensure_sample_data(root: Path, classes: int, per_class: int) -> Path:
     command = [sys.executable, "-m", "parallel_loader.sample_data", str(root)]
     command += ["--classes", str(classes), "--per-class", str(per_class)]
     subprocess.run(command, check=True)
-    return root
+    return _train_part(root)
+
+
+def _train_part(root: Path) -> Path:
+    """The sample set's ``train/`` folder (its layout is ``train/<class>`` and ``val/<class>``), else ``root``."""
+    return root / "train" if (root / "train").is_dir() else root
 
 
 def open_video_folder(args: argparse.Namespace, train: bool = True) -> Any:
