@@ -3,7 +3,8 @@
 For each thread count N the consumer (the main thread) takes ``--batches``
 batches from a ``DataLoader`` and runs a step on each, the same loop as
 ``Train``'s pass. Reported per N: batches/s, speedup over 1 thread, efficiency
-against the ideal ``min(N / T_load, 1 / T_step)``, the fraction of time the
+against the ideal ``min(N / T_load, 1 / T_step)`` (for the CPU-bound decode and
+train workloads also against ``min(min(N, cores) / T_load, 1 / T_step)``), the fraction of time the
 consumer waited for data, the process's CPU % (psutil) and peak RSS.
 
 Pipeline fill: the first batch cannot come before one ``T_load``. The "all"
@@ -29,6 +30,7 @@ Workloads:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -67,6 +69,7 @@ class Workload:
     t_load: float
     t_step: float
     notes: list[str] = field(default_factory=list)
+    cpu_bound: bool = False  # loading needs a core per thread, so at most os.cpu_count() threads can help
 
 
 class Repeat(YieldFunction):
@@ -126,14 +129,14 @@ def build(args: argparse.Namespace) -> Workload:
         step_s = args.step if args.step is not None else 0.0
         step = _sleep_step(step_s)
         notes.append(f"T_load measured serially ({args.calibrate} batches); T_step = {step_s} s (sleep)")
-        return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes)
+        return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes, cpu_bound=True)
     if args.workload == "train":
         train_step, model_notes = make_train_step(folder)
         batch = folder(0)
         t_step = time_calls(lambda i: train_step(batch), args.calibrate)
         notes += model_notes
         notes.append(f"T_load and T_step measured on their own, serially ({args.calibrate} calls each, after warm-up)")
-        return Workload("train", Repeat(folder, args.batches), train_step, t_load, t_step, notes)
+        return Workload("train", Repeat(folder, args.batches), train_step, t_load, t_step, notes, cpu_bound=True)
     raise ValueError(f"unknown workload {args.workload!r}")
 
 
@@ -171,6 +174,7 @@ def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
     fill = waits[0]
     steady_span = starts[-1] - starts[0]
     ideal = _ideal(workload, threads)
+    ideal_cores = _ideal(workload, min(threads, os.cpu_count() or 1)) if workload.cpu_bound else ideal
     rate = n / seconds
     steady = (n - 1) / steady_span if n > 1 and steady_span > 0 else rate
     return {
@@ -181,6 +185,8 @@ def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
         "ideal_batches_per_s": ideal,
         "efficiency": rate / ideal,
         "steady_efficiency": steady / ideal,
+        "ideal_cores_batches_per_s": ideal_cores,
+        "steady_efficiency_cores": steady / ideal_cores,
         "fill_s": fill,
         "wait_fraction": sum(waits) / seconds,
         "steady_wait_fraction": sum(waits[1:]) / (seconds - fill) if seconds > fill else 0.0,
@@ -228,6 +234,7 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
         "ideal/s",
         "eff all",
         "eff steady",
+        "eff steady vs cores",
         "wait all",
         "wait steady",
         "CPU %",
@@ -241,6 +248,7 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
             r["ideal_batches_per_s"],
             f"{r['efficiency']:.3f}",
             f"{r['steady_efficiency']:.3f}",
+            f"{r['steady_efficiency_cores']:.3f}",
             f"{100 * r['wait_fraction']:.1f}%",
             f"{100 * r['steady_wait_fraction']:.1f}%",
             f"{r['cpu_percent']:.0f}",
