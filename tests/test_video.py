@@ -353,3 +353,18 @@ def test_classes_argument_fixes_the_label_order(tree):
 def test_video_folder_rejects_bad_arguments(tree, kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         folder(tree, **kwargs)
+
+
+def test_a_video_removed_after_construction_is_reported(tree, tmp_path):
+    root = tmp_path / "copy"
+    for k in range(2):
+        write_video(root / "a" / f"v{k}.avi", 20, video_id=k)
+    strict = folder(root, train=False, batch_size=2)
+    skipping = folder(root, train=False, batch_size=2, on_error="skip", dtype="uint8")
+    (root / "a" / "v1.avi").unlink()
+    with pytest.raises(FileNotFoundError, match=r"v1\.avi"):
+        strict(0)
+    clips, _ = skipping(0)
+    assert [video_id(c) for c in clips] == [0, 0]
+    assert list(skipping.skipped) == [str(root / "a" / "v1.avi")]
+    assert skipping.replaced == 1
