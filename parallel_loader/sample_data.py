@@ -1,7 +1,8 @@
 """A small synthetic video data set whose classes differ only in motion.
 
 Each video shows one disc on a textured, noisy background, 320x240 at 25 fps,
-3 to 6 seconds long, encoded as MPEG-4 part 2 (XviD) in AVI like UCF101. The
+3 to 6 seconds long, encoded as MPEG-4 part 2 (XviD) in AVI like UCF101 (OpenCV's
+``XVID`` writer uses FFmpeg's encoder, so the AVI tag reads ``FMP4``). The
 disc's size, colour, start position and exact speed are random; its class is
 how it moves (up, down, sideways, ...), and it wraps around the frame edges so
 that it keeps moving. One frame therefore says nothing of the class: a model
@@ -151,13 +152,18 @@ def _write_video(path: Path, name: str, n_frames: int, rng: np.random.Generator)
     if horizontal == 2:
         horizontal = int(rng.choice([-1, 1]))
     velocity = np.array([horizontal, vertical], dtype=float) * speed
-    position = rng.uniform([0, 0], [WIDTH, HEIGHT])
     radius = int(rng.integers(14, 24))
-    colour = tuple(int(c) for c in rng.integers(120, 256, size=3))
+    # Across its motion the disc keeps clear of the edges, so that a crop of the
+    # central 80% of the frame still shows it; along its motion it wraps around.
+    margin = np.array([0.1 * WIDTH, 0.1 * HEIGHT]) + radius
+    low = np.where(velocity == 0, margin, 0)
+    high = np.where(velocity == 0, [WIDTH - margin[0], HEIGHT - margin[1]], [WIDTH, HEIGHT])
+    position = rng.uniform(low, high)
+    colour = tuple(int(c) for c in rng.integers(160, 256, size=3))  # brighter than any background
     # Smooth texture (a few random blobs, blurred by upscaling) plus a bank of
     # noise frames, cheap to add to every frame.
-    texture = cv2.resize(rng.integers(0, 110, size=(6, 8, 3), dtype=np.uint8), (WIDTH, HEIGHT), cv2.INTER_CUBIC)
-    noise = rng.integers(0, 24, size=(8, HEIGHT, WIDTH, 3), dtype=np.uint8)
+    texture = cv2.resize(rng.integers(0, 100, size=(6, 8, 3), dtype=np.uint8), (WIDTH, HEIGHT), cv2.INTER_CUBIC)
+    noise = rng.integers(0, 20, size=(8, HEIGHT, WIDTH, 3), dtype=np.uint8)
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_name(path.stem + ".part.avi")
     writer = cv2.VideoWriter(str(part), cv2.VideoWriter_fourcc(*"XVID"), FPS, (WIDTH, HEIGHT))

@@ -201,8 +201,10 @@ class VideoFolder(YieldFunction):
     ``VideoDecodeError`` (at construction for a file that does not open or is too
     short for a clip, otherwise from the loader). With ``on_error="skip"`` a bad
     video is left out at construction, or replaced in its batch by another video
-    drawn from the same seeded generator; either way it is logged as a warning,
-    listed in ``self.skipped`` and every replacement counted in ``self.replaced``.
+    drawn from the same seeded generator and not tried again; either way it is
+    logged as a warning, listed in ``self.skipped`` (path: reason), and every
+    replaced clip is counted in ``self.replaced``. A ``FileNotFoundError`` for a
+    video removed after construction is handled the same way.
 
     Args:
         root: the folder whose subfolders are the classes.
@@ -349,21 +351,24 @@ class VideoFolder(YieldFunction):
     def _load(self, out: np.ndarray, epoch: int, position: int, sample: int) -> int:
         """Decode sample ``sample`` into ``out``; return its label. Replaces a bad video when skipping."""
         rng = np.random.default_rng([self.seed, epoch, position])
-        tries = 0
+        bad: str | None = None  # the video this clip replaces
         while True:
             path, label, frames = self.samples[sample]
-            try:
-                self._decode_into(out, rng, path, frames)
-                return label
-            except VideoDecodeError as exc:
-                if self.on_error == "raise":
-                    raise
-                self._skip(path, exc.reason)
-                self._replacements.append((epoch, position, path))
-                tries += 1
-                if tries > len(self.samples) + 10:
-                    raise VideoDecodeError(path, "too many bad videos in a row while replacing one") from exc
-                sample = int(rng.integers(len(self.samples)))
+            if path not in self.skipped:  # a video known to be bad is not tried again
+                try:
+                    self._decode_into(out, rng, path, frames)
+                    if bad is not None:
+                        self._replacements.append((epoch, position, bad))
+                    return label
+                except (VideoDecodeError, FileNotFoundError) as exc:  # the file may go away after construction
+                    if self.on_error == "raise":
+                        raise
+                    self._skip(path, exc.reason if isinstance(exc, VideoDecodeError) else str(exc))
+            bad = bad or path
+            good = [i for i, (p, _, _) in enumerate(self.samples) if p not in self.skipped]
+            if not good:
+                raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
+            sample = good[int(rng.integers(len(good)))]
 
     def _decode_into(self, out: np.ndarray, rng: np.random.Generator, path: str, frames: int) -> None:
         room = frames - self.span
