@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import importlib.metadata
 import json
@@ -20,11 +21,14 @@ import psutil
 __all__ = [
     "DEFAULT_OUT",
     "ResourceSampler",
+    "add_noise_arguments",
     "Spread",
     "format_table",
+    "others_cpu_percent",
     "machine_info",
     "parse_ints",
     "spread",
+    "wait_for_quiet",
     "write_csv",
     "write_json",
 ]
@@ -100,6 +104,50 @@ class ResourceSampler:
         while not self._stop.wait(self.interval):
             self.cpu_samples.append(self._process.cpu_percent(None))
             self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+
+
+def others_cpu_percent(seconds: float = 0.3) -> float:
+    """CPU % that other processes use now: the whole machine's busy time while this process sleeps.
+
+    100 is one core busy. A figure well above 0 means a neighbour is competing for the cores.
+    """
+    mine = _own_cpu_seconds()
+    before = psutil.cpu_times()
+    time.sleep(seconds)
+    after = psutil.cpu_times()
+    busy = (sum(after) - after.idle - getattr(after, "iowait", 0.0)) - (
+        sum(before) - before.idle - getattr(before, "iowait", 0.0)
+    )
+    return max(0.0, 100.0 * (busy - (_own_cpu_seconds() - mine)) / seconds)
+
+
+def wait_for_quiet(max_wait: float, threshold: float = 40.0) -> float:
+    """Wait up to ``max_wait`` seconds for other processes to use less than ``threshold`` CPU %.
+
+    Returns the last figure measured, to be reported with the run that follows:
+    on a shared machine a neighbour's load is the main source of noise. With
+    ``max_wait`` 0 it only measures (0.3 s).
+    """
+    deadline = time.monotonic() + max_wait
+    while True:
+        others = others_cpu_percent()
+        if others < threshold or time.monotonic() >= deadline:
+            return others
+
+
+def add_noise_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: how long to wait before each run for the neighbours to calm down."""
+    parser.add_argument(
+        "--quiet",
+        type=float,
+        default=0.0,
+        help="before each run wait up to this many seconds while other processes use >= 40%% CPU (0: just measure)",
+    )
+
+
+def _own_cpu_seconds() -> float:
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

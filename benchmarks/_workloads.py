@@ -30,6 +30,7 @@ __all__ = [
     "load_example",
     "make_train_step",
     "open_video_folder",
+    "set_tf_threads",
     "time_calls",
 ]
 
@@ -128,19 +129,45 @@ def load_example() -> ModuleType:
     return module
 
 
-def make_train_step(folder: Any) -> tuple[Callable[[Any], Any], list[str]]:
-    """The example's model and tf.function train step, as a callable taking a ``(clips, labels)`` batch."""
+def make_train_step(folder: Any, intra_op: int = 0) -> tuple[Callable[[Any], Any], list[str]]:
+    """The example's model and tf.function train step, as a callable taking a ``(clips, labels)`` batch.
+
+    The step waits for its loss, so that its time is the step's, not the dispatch's.
+    ``intra_op`` sets TensorFlow's intra-op thread pool (0: its default, one per core).
+    """
+    import keras
+
+    threads_note = set_tf_threads(intra_op, None)
     example = load_example()
     clips, _ = folder(0)
+    keras.utils.set_random_seed(0)
     model = example.build_model(len(folder.classes), tuple(clips.shape[1:]))
-    step = example.make_train_step(model)
+    step = example.make_train_step(model, keras.optimizers.Adam(3e-3))
 
     def train_step(batch: Any) -> Any:
-        return step(*batch)
+        loss, _ = step(*batch)
+        return loss.numpy()
 
+    return train_step, [f"example model, {model.count_params():,} weights, Adam; {threads_note}"]
+
+
+def set_tf_threads(intra_op: int | None, inter_op: int | None) -> str:
+    """Size TensorFlow's thread pools (``None``: leave as is; 0: TF's default, one per core); say what holds.
+
+    TensorFlow fixes them when its runtime starts; a process that already ran an
+    op (as in the smoke tests, which run several scripts in one process) keeps
+    what it had, and the returned line says so.
+    """
     import tensorflow as tf
 
-    intra = tf.config.threading.get_intra_op_parallelism_threads()
-    inter = tf.config.threading.get_inter_op_parallelism_threads()
-    note = f"example model, {model.count_params():,} parameters; TF intra/inter-op threads {intra}/{inter} (0: default)"
-    return train_step, [note]
+    threading = tf.config.threading
+    note = ""
+    try:
+        if intra_op is not None:
+            threading.set_intra_op_parallelism_threads(intra_op)
+        if inter_op is not None:
+            threading.set_inter_op_parallelism_threads(inter_op)
+    except RuntimeError:
+        note = " (TF was already initialised: not changed)"
+    intra, inter = threading.get_intra_op_parallelism_threads(), threading.get_inter_op_parallelism_threads()
+    return f"TF intra/inter-op threads {intra}/{inter} (0: TF default, one per core){note}"

@@ -43,7 +43,16 @@ import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
 
-from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, spread, write_json
+from ._common import (
+    DEFAULT_OUT,
+    add_noise_arguments,
+    format_table,
+    machine_info,
+    parse_ints,
+    spread,
+    wait_for_quiet,
+    write_json,
+)
 from ._workloads import add_video_arguments, describe_video, limit_opencv_threads, open_video_folder
 
 __all__ = ["main"]
@@ -226,6 +235,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-len", type=int, default=8, help="queue capacity (max_queue_size for Keras)")
     parser.add_argument("--step", type=float, default=0.0, help="consumer's sleep per batch, standing in for a step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_noise_arguments(parser)
     add_video_arguments(parser)
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -239,10 +249,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     configs += [(name, n) for n in args.threads for name in loaders if name != "serial"]
     rng = random.Random(args.seed)
     runs: dict[tuple[str, int], list[tuple[float, float, int]]] = {c: [] for c in configs}
+    others: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
     for _ in range(args.rounds):
         order = configs[:]
         rng.shuffle(order)
         for name, threads in order:
+            others[(name, threads)].append(wait_for_quiet(args.quiet))
             runs[(name, threads)].append(LOADERS[name](args, threads, args.batches))
 
     results: dict[str, dict[str, Any]] = {}
@@ -254,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "threads": threads,
             "clips_per_s": steady,
             "clips_per_s_with_start": total,
+            "others_cpu_percent": others[(name, threads)],
         }
     rows = []
     for r in results.values():
@@ -270,13 +283,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 rate.fmt(1),
                 spread(r["clips_per_s_with_start"]).fmt(1),
                 f"{ratio:.2f}" if r["loader"] != "serial" else "",
+                spread(r["others_cpu_percent"]).fmt(0),
             ]
         )
     print(
         f"{describe_video(folder, args)}; {args.batches} batches per run, step {args.step} s, "
         f"{args.rounds} rounds in shuffled order; clips/s median (min-max)"
     )
-    print(format_table(["loader", "threads", "clips/s", "clips/s with start", "ratio to parallel_loader"], rows))
+    headers = ["loader", "threads", "clips/s", "clips/s with start", "ratio to parallel_loader", "others' CPU %"]
+    print(format_table(headers, rows))
     targets = _targets(results, args.threads)
     for line in targets:
         print(line)

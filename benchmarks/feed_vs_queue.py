@@ -31,7 +31,17 @@ import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
 
-from ._common import DEFAULT_OUT, ResourceSampler, format_table, machine_info, spread, write_json
+from ._common import (
+    DEFAULT_OUT,
+    ResourceSampler,
+    add_noise_arguments,
+    format_table,
+    machine_info,
+    spread,
+    wait_for_quiet,
+    write_json,
+)
+from ._workloads import set_tf_threads
 
 __all__ = ["Batches", "main"]
 
@@ -74,14 +84,12 @@ def _augment(x: np.ndarray, rng: np.random.Generator, rounds: int) -> np.ndarray
     return x
 
 
-def configure_tf(intra_op: int, inter_op: int) -> Any:
-    """Import TensorFlow with the given thread pool sizes (0: TF's default, one per core)."""
+def configure_tf(intra_op: int, inter_op: int) -> tuple[Any, str]:
+    """Import TensorFlow with the given thread pool sizes (0: TF's default, one per core), and say what holds."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
-    return tf
+    return tf, set_tf_threads(intra_op, inter_op)
 
 
 def make_step(tf: Any) -> Callable[[np.ndarray, np.ndarray], Any]:
@@ -172,9 +180,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--augment-rounds", type=int, default=None, help="heavy variant: passes (default: calibrated)")
     parser.add_argument("--calibrate", type=int, default=100, help="calls to measure T_load and T_step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_noise_arguments(parser)
     args = parser.parse_args(argv)
 
-    tf = configure_tf(args.intra_op, args.inter_op)
+    tf, threads_note = configure_tf(args.intra_op, args.inter_op)
     step = make_step(tf)
     probe = Batches(3)
     t_step = mean_seconds(lambda i: float(step(*probe(i % 3))), args.calibrate)
@@ -190,8 +199,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ideal = (t_load + t_step) / max(t_load, t_step)
         times: dict[str, list[float]] = {"feed": [], "queue": []}
         cpu: dict[str, list[float]] = {"feed": [], "queue": []}
+        others: list[float] = []
         for r in range(args.rounds):
             for mode in ("feed", "queue") if r % 2 == 0 else ("queue", "feed"):
+                others.append(wait_for_quiet(args.quiet))
                 with ResourceSampler() as res:
                     if mode == "feed":
                         seconds = run_feed(step, batches)
@@ -212,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "queue_seconds": times["queue"],
             "feed_cpu_percent": statistics.median(cpu["feed"]),
             "queue_cpu_percent": statistics.median(cpu["queue"]),
+            "others_cpu_percent": others,
         }
         rows.append(
             [
@@ -224,11 +236,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 f"{ideal:.2f}x",
                 f"{achieved / ideal:.2f}",
                 f"{statistics.median(cpu['feed']):.0f} / {statistics.median(cpu['queue']):.0f}",
+                spread(others).fmt(0),
             ]
         )
     print(
         f"{args.steps} steps per run, {args.rounds} round(s); loader: {args.threads} threads, max_len {args.max_len}; "
-        f"TF intra/inter-op threads {args.intra_op}/{args.inter_op} (0: TF default); times in s, median (min-max)"
+        f"{threads_note}; times in s, median (min-max)"
     )
     print(
         format_table(
@@ -242,6 +255,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "ideal",
                 "achieved/ideal",
                 "CPU % feed / queue",
+                "others' CPU %",
             ],
             rows,
         )

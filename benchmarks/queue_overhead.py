@@ -20,7 +20,7 @@ from typing import Any
 
 from parallel_loader import FIFOQueue
 
-from ._common import DEFAULT_OUT, format_table, machine_info, spread, write_json
+from ._common import DEFAULT_OUT, add_noise_arguments, format_table, machine_info, spread, wait_for_quiet, write_json
 
 __all__ = ["main", "measure"]
 
@@ -66,22 +66,39 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-len", type=int, nargs="+", default=[64, 8], help="queue capacities to try")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median reported)")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_noise_arguments(parser)
     args = parser.parse_args(argv)
 
     kinds = ["FIFOQueue", "queue.Queue"]
     rows, results = [], []
     for max_len in args.max_len:
         rates: dict[str, list[float]] = {k: [] for k in kinds}
-        ratios = []
+        ratios, others = [], []
         for r in range(args.rounds):
+            others.append(wait_for_quiet(args.quiet))
             order = kinds if r % 2 == 0 else kinds[::-1]
             for kind in order:
                 rates[kind].append(measure(kind, args.items, args.producers, max_len))
             ratios.append(rates["FIFOQueue"][-1] / rates["queue.Queue"][-1])
         fifo, std, ratio = spread(rates["FIFOQueue"]), spread(rates["queue.Queue"]), spread(ratios)
-        rows.append([max_len, fifo.fmt(0), std.fmt(0), ratio.fmt(2), "yes" if ratio.median >= TARGET_RATIO else "NO"])
+        rows.append(
+            [
+                max_len,
+                fifo.fmt(0),
+                std.fmt(0),
+                ratio.fmt(2),
+                "yes" if ratio.median >= TARGET_RATIO else "NO",
+                spread(others).fmt(0),
+            ]
+        )
         results.append(
-            {"max_len": max_len, "fifo": rates["FIFOQueue"], "queue": rates["queue.Queue"], "ratios": ratios}
+            {
+                "max_len": max_len,
+                "fifo": rates["FIFOQueue"],
+                "queue": rates["queue.Queue"],
+                "ratios": ratios,
+                "others_cpu_percent": others,
+            }
         )
     print(
         f"{args.producers} producers -> 1 consumer, {args.items:,} items per measurement, "
@@ -89,7 +106,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     print(
         format_table(
-            ["max_len", "FIFOQueue items/s", "queue.Queue items/s", "ratio FIFO/Queue", f">= {TARGET_RATIO}x"], rows
+            [
+                "max_len",
+                "FIFOQueue items/s",
+                "queue.Queue items/s",
+                "ratio FIFO/Queue",
+                f">= {TARGET_RATIO}x",
+                "others' CPU %",
+            ],
+            rows,
         )
     )
     report = {"args": vars(args), "machine": machine_info(), "results": results}

@@ -45,10 +45,12 @@ from parallel_loader import DataLoader, YieldFunction
 from ._common import (
     DEFAULT_OUT,
     ResourceSampler,
+    add_noise_arguments,
     format_table,
     machine_info,
     parse_ints,
     spread,
+    wait_for_quiet,
     write_csv,
     write_json,
 )
@@ -131,7 +133,7 @@ def build(args: argparse.Namespace) -> Workload:
         notes.append(f"T_load measured serially ({args.calibrate} batches); T_step = {step_s} s (sleep)")
         return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes, cpu_bound=True)
     if args.workload == "train":
-        train_step, model_notes = make_train_step(folder)
+        train_step, model_notes = make_train_step(folder, args.intra_op)
         batch = folder(0)
         t_step = time_calls(lambda i: train_step(batch), args.calibrate)
         notes += model_notes
@@ -221,6 +223,7 @@ def summarise(workload: Workload, runs: dict[int, list[dict[str, float]]]) -> li
         for key in results[0]:
             if key not in ("batches_per_s",):
                 row[key] = statistics.median(r[key] for r in results)
+        row["others_cpu_percent_max"] = max(r["others_cpu_percent"] for r in results)
         row["speedup_vs_1"] = rates.median / base_rate if base_rate else float("nan")
         rows.append(row)
     return rows
@@ -262,6 +265,8 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
     )
     for note in workload.notes:
         print(f"  {note}")
+    others = spread(r["others_cpu_percent"] for r in rows)
+    print(f"  other processes' CPU % before each run (100 = one core): median {others.fmt(0)}")
     print(format_table(headers, table))
 
 
@@ -330,9 +335,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--step", type=float, default=None, help="latency: T_step in seconds (default 0.02); decode: sleep per step (0)"
     )
+    parser.add_argument("--intra-op", type=int, default=0, help="train: TF intra-op threads (0: TF default)")
     parser.add_argument("--calibrate", type=int, default=5, help="serial calls to measure T_load / T_step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT), help="folder for the CSV, JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
+    add_noise_arguments(parser)
     add_video_arguments(parser)
     return parser.parse_args(argv)
 
@@ -347,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
     for r in range(args.rounds):
         for threads in counts if r % 2 == 0 else counts[::-1]:
-            runs[threads].append(measure(workload, threads, args.max_len))
+            others = wait_for_quiet(args.quiet)
+            runs[threads].append({**measure(workload, threads, args.max_len), "others_cpu_percent": others})
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
     targets = check_targets(workload, rows)
