@@ -70,6 +70,10 @@ class ResourceSampler:
     over the run (100 = one core busy), computed from the process's CPU times at
     both ends; ``cpu_samples`` holds the ``psutil`` samples taken every ``interval``
     seconds, and ``peak_rss`` the largest resident set size seen (bytes).
+
+    ``others_percent`` is the machine's busy CPU % during the run less this
+    process's and its children's (worker processes, seen at each sample): the load
+    of a neighbour, the main source of noise on a shared machine.
     """
 
     def __init__(self, interval: float = 0.1) -> None:
@@ -77,33 +81,68 @@ class ResourceSampler:
         self.cpu_samples: list[float] = []
         self.peak_rss = 0
         self.cpu_percent = 0.0
+        self.others_percent = 0.0
         self._process = psutil.Process()
+        self._children: dict[int, float] = {}  # pid -> CPU seconds used since first seen
+        self._children_start: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ResourceSampler", daemon=True)
 
     def __enter__(self) -> ResourceSampler:
         self._process.cpu_percent(None)  # the first call only sets the baseline
         self.peak_rss = self._process.memory_info().rss
+        for child in self._process.children(recursive=True):
+            self._see(child)  # already running: count only what they use from now on
         self._t0 = time.perf_counter()
-        self._cpu0 = self._cpu_seconds()
+        self._cpu0 = _cpu_seconds(self._process)
+        self._busy0 = _busy_seconds()
         self._thread.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         self._thread.join()
+        self._sample_children()
         wall = time.perf_counter() - self._t0
+        own = _cpu_seconds(self._process) - self._cpu0
+        busy = _busy_seconds() - self._busy0
         self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
-        self.cpu_percent = 100.0 * (self._cpu_seconds() - self._cpu0) / wall if wall > 0 else 0.0
+        if wall > 0:
+            self.cpu_percent = 100.0 * own / wall
+            self.others_percent = max(0.0, 100.0 * (busy - own - sum(self._children.values())) / wall)
 
-    def _cpu_seconds(self) -> float:
-        times = self._process.cpu_times()
-        return times.user + times.system
+    def _see(self, child: psutil.Process) -> None:
+        try:
+            used = _cpu_seconds(child)
+        except psutil.Error:
+            return
+        start = self._children_start.setdefault(child.pid, used if not hasattr(self, "_t0") else 0.0)
+        self._children[child.pid] = used - start
+
+    def _sample_children(self) -> None:
+        try:
+            children = self._process.children(recursive=True)
+        except psutil.Error:
+            return
+        for child in children:
+            self._see(child)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.cpu_samples.append(self._process.cpu_percent(None))
             self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
+            self._sample_children()
+
+
+def _cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system
+
+
+def _busy_seconds() -> float:
+    """CPU seconds the whole machine has been busy (all cores, all processes)."""
+    t = psutil.cpu_times()
+    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
 
 
 def others_cpu_percent(seconds: float = 0.3) -> float:
@@ -111,14 +150,11 @@ def others_cpu_percent(seconds: float = 0.3) -> float:
 
     100 is one core busy. A figure well above 0 means a neighbour is competing for the cores.
     """
-    mine = _own_cpu_seconds()
-    before = psutil.cpu_times()
+    process = psutil.Process()
+    mine, busy = _cpu_seconds(process), _busy_seconds()
     time.sleep(seconds)
-    after = psutil.cpu_times()
-    busy = (sum(after) - after.idle - getattr(after, "iowait", 0.0)) - (
-        sum(before) - before.idle - getattr(before, "iowait", 0.0)
-    )
-    return max(0.0, 100.0 * (busy - (_own_cpu_seconds() - mine)) / seconds)
+    used = (_busy_seconds() - busy) - (_cpu_seconds(process) - mine)
+    return max(0.0, 100.0 * used / seconds)
 
 
 def wait_for_quiet(max_wait: float, threshold: float = 40.0) -> float:
@@ -143,11 +179,6 @@ def add_noise_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="before each run wait up to this many seconds while other processes use >= 40%% CPU (0: just measure)",
     )
-
-
-def _own_cpu_seconds() -> float:
-    times = psutil.Process().cpu_times()
-    return times.user + times.system
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

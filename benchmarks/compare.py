@@ -45,6 +45,7 @@ from parallel_loader import DataLoader, YieldFunction
 
 from ._common import (
     DEFAULT_OUT,
+    ResourceSampler,
     add_noise_arguments,
     format_table,
     machine_info,
@@ -254,8 +255,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         order = configs[:]
         rng.shuffle(order)
         for name, threads in order:
-            others[(name, threads)].append(wait_for_quiet(args.quiet))
-            runs[(name, threads)].append(LOADERS[name](args, threads, args.batches))
+            wait_for_quiet(args.quiet)
+            with ResourceSampler() as resources:
+                runs[(name, threads)].append(LOADERS[name](args, threads, args.batches))
+            others[(name, threads)].append(resources.others_percent)
 
     results: dict[str, dict[str, Any]] = {}
     for (name, threads), measured in runs.items():
@@ -290,7 +293,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f"{describe_video(folder, args)}; {args.batches} batches per run, step {args.step} s, "
         f"{args.rounds} rounds in shuffled order; clips/s median (min-max)"
     )
-    headers = ["loader", "threads", "clips/s", "clips/s with start", "ratio to parallel_loader", "others' CPU %"]
+    headers = [
+        "loader",
+        "threads",
+        "clips/s",
+        "clips/s with start",
+        "ratio to parallel_loader",
+        "others' CPU % (during)",
+    ]
     print(format_table(headers, rows))
     targets = _targets(results, args.threads)
     for line in targets:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -179,9 +180,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--inter-op", type=int, default=1, help="TF inter-op threads (0: TF default)")
     parser.add_argument("--augment-rounds", type=int, default=None, help="heavy variant: passes (default: calibrated)")
     parser.add_argument("--calibrate", type=int, default=100, help="calls to measure T_load and T_step")
+    parser.add_argument(
+        "--switch-interval",
+        type=float,
+        default=None,
+        help="sys.setswitchinterval for the run (Python's default: 0.005 s), see the README",
+    )
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
     add_noise_arguments(parser)
     args = parser.parse_args(argv)
+    default_interval = sys.getswitchinterval()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
+    try:
+        return _run(args)
+    finally:
+        sys.setswitchinterval(default_interval)
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
 
     tf, threads_note = configure_tf(args.intra_op, args.inter_op)
     step = make_step(tf)
@@ -202,13 +219,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         others: list[float] = []
         for r in range(args.rounds):
             for mode in ("feed", "queue") if r % 2 == 0 else ("queue", "feed"):
-                others.append(wait_for_quiet(args.quiet))
+                wait_for_quiet(args.quiet)
                 with ResourceSampler() as res:
                     if mode == "feed":
                         seconds = run_feed(step, batches)
                     else:
                         seconds = run_queue(step, batches, args.threads, args.max_len)
                 times[mode].append(seconds)
+                others.append(res.others_percent)
                 cpu[mode].append(res.cpu_percent)
         feed, queue = spread(times["feed"]), spread(times["queue"])
         achieved = feed.median / queue.median
@@ -241,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
     print(
         f"{args.steps} steps per run, {args.rounds} round(s); loader: {args.threads} threads, max_len {args.max_len}; "
-        f"{threads_note}; times in s, median (min-max)"
+        f"{threads_note}; GIL switch interval {sys.getswitchinterval() * 1e3:g} ms; times in s, median (min-max)"
     )
     print(
         format_table(
@@ -255,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "ideal",
                 "achieved/ideal",
                 "CPU % feed / queue",
-                "others' CPU %",
+                "others' CPU % (during)",
             ],
             rows,
         )

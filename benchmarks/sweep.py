@@ -195,6 +195,7 @@ def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
         "cpu_percent": resources.cpu_percent,
         "cpu_percent_peak_sample": max(resources.cpu_samples, default=resources.cpu_percent),
         "peak_rss_mb": resources.peak_rss / 2**20,
+        "others_cpu_percent": resources.others_percent,
     }
 
 
@@ -242,6 +243,7 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
         "wait steady",
         "CPU %",
         "peak RSS MB",
+        "others' CPU %",
     ]
     table = [
         [
@@ -256,6 +258,7 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
             f"{100 * r['steady_wait_fraction']:.1f}%",
             f"{r['cpu_percent']:.0f}",
             f"{r['peak_rss_mb']:.0f}",
+            f"{r['others_cpu_percent']:.0f} (max {r['others_cpu_percent_max']:.0f})",
         ]
         for r in rows
     ]
@@ -266,7 +269,7 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
     for note in workload.notes:
         print(f"  {note}")
     others = spread(r["others_cpu_percent"] for r in rows)
-    print(f"  other processes' CPU % before each run (100 = one core): median {others.fmt(0)}")
+    print(f"  other processes' CPU % during the runs (100 = one core): medians per row {others.fmt(0)}")
     print(format_table(headers, table))
 
 
@@ -354,8 +357,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
     for r in range(args.rounds):
         for threads in counts if r % 2 == 0 else counts[::-1]:
-            others = wait_for_quiet(args.quiet)
-            runs[threads].append({**measure(workload, threads, args.max_len), "others_cpu_percent": others})
+            others_before = wait_for_quiet(args.quiet)
+            runs[threads].append(
+                {**measure(workload, threads, args.max_len), "others_cpu_percent_before": others_before}
+            )
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
     targets = check_targets(workload, rows)
