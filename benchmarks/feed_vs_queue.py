@@ -10,7 +10,9 @@ batches of 128 x 1024 standard-normal values, Adam with learning rate 1e-2, one
   ideally ``max(T_load, T_step)``.
 
 ``T_load`` and ``T_step`` are measured on their own first; the ideal speed-up is
-``(T_load + T_step) / max(T_load, T_step)``. Variant ``heavy`` adds per-batch
+``(T_load + T_step) / max(T_load, T_step)``. "queue vs bottleneck" is
+``steps * max(T_load, T_step) / queue seconds``: 1.0 means the queued run went as
+fast as its slower half allows. Variant ``heavy`` adds per-batch
 numpy augmentation calibrated to cost about one step. Runs are interleaved
 (feed, queue, queue, feed, ...) when ``--rounds`` > 1.
 
@@ -237,6 +239,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             "ideal": ideal,
             "achieved": achieved,
             "fraction_of_ideal": achieved / ideal,
+            "queue_vs_bottleneck": args.steps * max(t_load, t_step) / queue.median,
             "feed_seconds": times["feed"],
             "queue_seconds": times["queue"],
             "feed_cpu_percent": statistics.median(cpu["feed"]),
@@ -253,6 +256,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 f"{achieved:.2f}x",
                 f"{ideal:.2f}x",
                 f"{achieved / ideal:.2f}",
+                f"{args.steps * max(t_load, t_step) / queue.median:.2f}",
                 f"{statistics.median(cpu['feed']):.0f} / {statistics.median(cpu['queue']):.0f}",
                 spread(others).fmt(0),
             ]
@@ -272,6 +276,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 "achieved",
                 "ideal",
                 "achieved/ideal",
+                "queue vs bottleneck",
                 "CPU % feed / queue",
                 "others' CPU % (during)",
             ],

@@ -130,14 +130,16 @@ def build(args: argparse.Namespace) -> Workload:
     if args.workload == "decode":
         step_s = args.step if args.step is not None else 0.0
         step = _sleep_step(step_s)
-        notes.append(f"T_load measured serially ({args.calibrate} batches); T_step = {step_s} s (sleep)")
+        notes.append(f"T_load: mean of {args.calibrate} batches made serially; T_step = {step_s} s (sleep)")
         return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes, cpu_bound=True)
     if args.workload == "train":
         train_step, model_notes = make_train_step(folder, args.intra_op)
         batch = folder(0)
         t_step = time_calls(lambda i: train_step(batch), args.calibrate)
         notes += model_notes
-        notes.append(f"T_load and T_step measured on their own, serially ({args.calibrate} calls each, after warm-up)")
+        notes.append(
+            f"T_load and T_step: means of {args.calibrate} calls each, serially, each on its own, after warm-up"
+        )
         return Workload("train", Repeat(folder, args.batches), train_step, t_load, t_step, notes, cpu_bound=True)
     raise ValueError(f"unknown workload {args.workload!r}")
 
@@ -339,7 +341,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--step", type=float, default=None, help="latency: T_step in seconds (default 0.02); decode: sleep per step (0)"
     )
     parser.add_argument("--intra-op", type=int, default=0, help="train: TF intra-op threads (0: TF default)")
-    parser.add_argument("--calibrate", type=int, default=5, help="serial calls to measure T_load / T_step")
+    parser.add_argument("--calibrate", type=int, default=10, help="serial calls to measure T_load / T_step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT), help="folder for the CSV, JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
     add_noise_arguments(parser)
