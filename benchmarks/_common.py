@@ -160,10 +160,12 @@ def others_cpu_percent(seconds: float = 0.3) -> float:
 def wait_for_quiet(max_wait: float, threshold: float = 40.0) -> float:
     """Wait up to ``max_wait`` seconds for other processes to use less than ``threshold`` CPU %.
 
-    Returns the last figure measured, to be reported with the run that follows:
-    on a shared machine a neighbour's load is the main source of noise. With
-    ``max_wait`` 0 it only measures (0.3 s).
+    Returns the last figure measured (NaN with ``max_wait`` 0: no wait, no probe).
+    On a shared machine a neighbour's load is the main source of noise; the
+    scripts report the load measured during each run with ``ResourceSampler``.
     """
+    if max_wait <= 0:
+        return float("nan")  # not asked to wait: spare the 0.3 s probe
     deadline = time.monotonic() + max_wait
     while True:
         others = others_cpu_percent()
@@ -177,7 +179,7 @@ def add_noise_arguments(parser: argparse.ArgumentParser) -> None:
         "--quiet",
         type=float,
         default=0.0,
-        help="before each run wait up to this many seconds while other processes use >= 40%% CPU (0: just measure)",
+        help="before each run wait up to this many seconds while other processes use >= 40%% CPU (0: don't wait)",
     )
 
 

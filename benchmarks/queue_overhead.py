@@ -20,7 +20,16 @@ from typing import Any
 
 from parallel_loader import FIFOQueue
 
-from ._common import DEFAULT_OUT, add_noise_arguments, format_table, machine_info, spread, wait_for_quiet, write_json
+from ._common import (
+    DEFAULT_OUT,
+    ResourceSampler,
+    add_noise_arguments,
+    format_table,
+    machine_info,
+    spread,
+    wait_for_quiet,
+    write_json,
+)
 
 __all__ = ["main", "measure"]
 
@@ -75,10 +84,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         rates: dict[str, list[float]] = {k: [] for k in kinds}
         ratios, others = [], []
         for r in range(args.rounds):
-            others.append(wait_for_quiet(args.quiet))
+            wait_for_quiet(args.quiet)
             order = kinds if r % 2 == 0 else kinds[::-1]
-            for kind in order:
-                rates[kind].append(measure(kind, args.items, args.producers, max_len))
+            with ResourceSampler() as resources:
+                for kind in order:
+                    rates[kind].append(measure(kind, args.items, args.producers, max_len))
+            others.append(resources.others_percent)
             ratios.append(rates["FIFOQueue"][-1] / rates["queue.Queue"][-1])
         fifo, std, ratio = spread(rates["FIFOQueue"]), spread(rates["queue.Queue"]), spread(ratios)
         rows.append(
@@ -112,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "queue.Queue items/s",
                 "ratio FIFO/Queue",
                 f">= {TARGET_RATIO}x",
-                "others' CPU %",
+                "others' CPU % (during)",
             ],
             rows,
         )
