@@ -209,9 +209,10 @@ class DataLoader:
             self._length = length
             self._next = 0
             self._yielded = 0
+            if not self._threads:
+                # Under the lock, so that a close() in another thread sees every thread.
+                self._start_threads()
             self._work.notify_all()
-        if not self._threads:
-            self._start_threads()
         return self._epoch
 
     def _deliver(self, epoch: int) -> Iterator[Any]:
