@@ -82,8 +82,7 @@ class DataLoader:
         _check_count("max_len", max_len)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
-        self._length_now = batches_per_epoch(yield_fn)  # validates yield_fn early
-        self._stream = self._length_now is None
+        self._stream = batches_per_epoch(yield_fn) is None  # also checks yield_fn, early
         if self._stream and shuffle:
             raise ValueError("shuffle=True needs a yield function with __len__; a stream has no indices to shuffle")
         self._yield_fn = yield_fn
