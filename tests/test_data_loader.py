@@ -1,8 +1,10 @@
 """DataLoader: epochs, order, bounded memory, failures and shutdown."""
 
 import threading
+import time
 import traceback
 
+import numpy as np
 import pytest
 
 from parallel_loader import DataLoader, LoaderClosed, YieldFunction
@@ -30,10 +32,10 @@ class Indices(YieldFunction):
         self.ended.append((epoch, threading.current_thread().name))
 
 
-@pytest.mark.parametrize("threads", [1, 2, 5])
+@pytest.mark.parametrize(("threads", "max_len"), [(1, 1), (2, 3), (5, 1), (5, 3)])
 @pytest.mark.parametrize("ordered", [False, True])
-def test_an_epoch_gives_every_index_exactly_once(threads, ordered):
-    with DataLoader(Indices(100), num_threads=threads, max_len=3, ordered=ordered) as loader:
+def test_an_epoch_gives_every_index_exactly_once(threads, max_len, ordered):
+    with DataLoader(Indices(100), num_threads=threads, max_len=max_len, ordered=ordered) as loader:
         got = list(loader)
     assert sorted(got) == list(range(100))
     if ordered:
@@ -178,15 +180,49 @@ def test_memory_is_bounded_by_max_len_plus_threads(ordered):
     assert fn.alive == 0
 
 
-def test_breaking_out_and_closing_stops_threads_blocked_on_a_full_queue():
-    fn = Indices(1000)
-    loader = DataLoader(fn, num_threads=4, max_len=2)
-    for _ in loader:
-        break
-    threads = loader.threads
+def wait_for(condition, what):
+    """Wait, boundedly, until ``condition()`` holds."""
+    deadline = time.monotonic() + WAIT
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.001)
+
+
+class CountsCalls(YieldFunction):
+    def __init__(self, n):
+        self.n = n
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def __len__(self):
+        return self.n
+
+    def __call__(self, index):
+        with self.lock:
+            self.calls += 1
+        return index
+
+
+def test_close_during_an_epoch_stops_threads_blocked_on_a_full_queue():
+    fn = CountsCalls(1000)
+    loader = DataLoader(fn, num_threads=3, max_len=2)
+    batches = iter(loader)
+    next(batches)
+    # 1 taken + 2 queued + 1 held by each of the 3 threads, blocked on the full queue
+    wait_for(lambda: fn.calls == 6, "every thread to block on the full queue")
     loader.close()
-    assert threads and not any(t.is_alive() for t in threads)
-    assert loader.closed
+    assert not any(t.is_alive() for t in loader.threads)
+    assert fn.calls == 6, "no work is taken after close()"
+    with pytest.raises(LoaderClosed):  # after what was queued
+        for _ in batches:
+            pass
+
+
+def test_breaking_out_then_closing_leaves_no_thread():
+    with DataLoader(Indices(1000), num_threads=4, max_len=2) as loader:
+        for _ in loader:
+            break
+    assert loader.threads and not any(t.is_alive() for t in loader.threads)
 
 
 def test_an_epoch_after_an_abandoned_one_is_complete_and_clean():
@@ -234,7 +270,7 @@ class FailsAt(YieldFunction):
 def test_a_worker_exception_reaches_the_consumer_with_its_traceback():
     loader = DataLoader(FailsAt(50, bad=7), num_threads=3, max_len=2, ordered=True)
     got = []
-    with pytest.raises(KeyError, match="no sample 7") as info:
+    with pytest.raises(KeyError, match="no sample 7") as info, loader:
         for batch in loader:
             got.append(batch)
     # raised at the next dequeue after the failure: some earlier batches may be left undelivered
@@ -260,21 +296,42 @@ def test_stop_iteration_from_an_indexed_yield_function_is_an_error():
         list(loader)
 
 
-def test_a_plain_callable_is_a_stream_ended_by_stop_iteration():
+def counter_stream(limit=None):
+    """A thread-safe stream of 0, 1, 2, ...; ``made`` holds what it gave out."""
     lock = threading.Lock()
     made = []
 
     def stream():
         with lock:
-            if len(made) == 40:
+            if len(made) == limit:
                 raise StopIteration
             made.append(len(made))
             return made[-1]
 
-    with DataLoader(stream, num_threads=3, ordered=True) as loader:
-        assert list(loader) == list(range(40))
+    return stream, made
+
+
+def test_a_plain_callable_is_a_stream_ended_by_stop_iteration():
+    stream, _ = counter_stream(limit=40)
+    with DataLoader(stream, num_threads=3) as loader:
+        assert sorted(loader) == list(range(40))
         with pytest.raises(TypeError, match="no length"):
             len(loader)
+
+
+def test_a_stream_with_batches_per_epoch_loses_nothing_between_epochs():
+    stream, made = counter_stream()
+    with DataLoader(stream, num_threads=4, max_len=8, batches_per_epoch=10) as loader:
+        epochs = [sorted(loader) for _ in range(3)]
+    assert sorted(b for epoch in epochs for b in epoch) == list(range(30))
+    assert made == list(range(30)), "exactly batches_per_epoch calls per epoch"
+
+
+def test_a_stream_ending_inside_an_epoch_of_batches_per_epoch():
+    stream, _ = counter_stream(limit=15)
+    with DataLoader(stream, num_threads=3, batches_per_epoch=10) as loader:
+        assert sorted(loader) == list(range(10))
+        assert sorted(loader) == list(range(10, 15))
 
 
 def test_an_endless_stream_stops_when_the_consumer_breaks_and_closes():
@@ -282,6 +339,100 @@ def test_an_endless_stream_stops_when_the_consumer_breaks_and_closes():
         got = [b for _, b in zip(range(10), loader, strict=False)]
     assert got == ["batch"] * 10
     assert not any(t.is_alive() for t in loader.threads)
+
+
+def test_on_epoch_end_is_skipped_for_an_abandoned_epoch():
+    fn = Indices(10)
+    with DataLoader(fn, num_threads=2) as loader:
+        for _ in loader:
+            break
+        assert fn.ended == []
+        list(loader)
+    assert [e for e, _ in fn.ended] == [1]
+
+
+def test_on_epoch_end_waits_for_calls_left_over_from_an_abandoned_epoch():
+    class Slow(YieldFunction):
+        def __init__(self):
+            self.running = 0
+            self.lock = threading.Lock()
+            self.entered = threading.Event()
+            self.seen_at_end = []
+
+        def __len__(self):
+            return 4
+
+        def __call__(self, index):
+            with self.lock:
+                self.running += 1
+            self.entered.set()
+            time.sleep(0.05)  # long enough to still run when the next epoch ends
+            with self.lock:
+                self.running -= 1
+            return index
+
+        def on_epoch_end(self, epoch):
+            self.seen_at_end.append(self.running)
+
+    fn = Slow()
+    with DataLoader(fn, num_threads=4, max_len=1) as loader:
+        abandoned = iter(loader)
+        next(abandoned)
+        abandoned.close()
+        list(loader)
+    assert fn.seen_at_end == [0]
+
+
+def test_a_failure_in_an_abandoned_epoch_is_raised_by_the_next_one():
+    entered, release = threading.Event(), threading.Event()
+
+    class FailsLate(YieldFunction):
+        def __len__(self):
+            return 10
+
+        def __call__(self, index):
+            if index == 1:
+                entered.set()
+                assert release.wait(WAIT)
+                raise OSError("corrupt sample 1")
+            return index
+
+    loader = DataLoader(FailsLate(), num_threads=2, max_len=10, ordered=True)
+    batches = iter(loader)
+    assert next(batches) == 0
+    assert entered.wait(WAIT)
+    batches.close()
+    release.set()
+    wait_for(lambda: loader.closed, "the failing thread to close the loader")
+    with pytest.raises(OSError, match="corrupt sample 1"):
+        list(loader)
+    with pytest.raises(LoaderClosed, match="failed") as info:
+        list(loader)
+    assert isinstance(info.value.__cause__, OSError)
+    assert not any(t.is_alive() for t in loader.threads)
+
+
+def test_a_failure_is_raised_without_waiting_for_slow_calls():
+    release = threading.Event()
+
+    class OneSlow(YieldFunction):
+        def __len__(self):
+            return 2
+
+        def __call__(self, index):
+            if index == 0:
+                assert release.wait(WAIT)
+                return index
+            raise OSError("bad sample")
+
+    loader = DataLoader(OneSlow(), num_threads=2)
+    started = time.monotonic()
+    with pytest.raises(OSError, match="bad sample"):
+        list(loader)
+    waited = time.monotonic() - started
+    release.set()
+    loader.close()
+    assert waited < WAIT / 2, "the error waited for the slow call to end"
 
 
 def test_two_iterations_at_once_are_refused():
@@ -328,11 +479,34 @@ def test_len_is_batches_per_epoch():
         ({"max_len": 1.5}, TypeError, "max_len must be an int"),
         ({"seed": "x"}, TypeError, "seed"),
         ({"first_epoch": -1}, ValueError, "first_epoch"),
+        ({"seed": -1}, ValueError, "seed must be at least 0"),
+        ({"batches_per_epoch": 5}, ValueError, "batches_per_epoch is for a stream"),
     ],
 )
 def test_bad_arguments_say_what_to_fix(kwargs, error, message):
     with pytest.raises(error, match=message):
         DataLoader(Indices(3), **kwargs)
+
+
+def test_numpy_integers_are_accepted():
+    with DataLoader(Indices(6), num_threads=np.int64(2), max_len=np.int32(3), seed=np.uint8(4)) as loader:
+        assert sorted(loader) == list(range(6))
+        assert (loader.num_threads, loader.max_len, loader.seed) == (2, 3, 4)
+
+
+@pytest.mark.parametrize("option", ["shuffle", "ordered"])
+def test_shuffling_or_ordering_a_stream_is_refused(option):
+    with pytest.raises(ValueError, match=f"{option}=True needs a yield function with __len__"):
+        DataLoader(lambda: 1, **{option: True})
+
+
+def test_a_generator_is_refused_with_a_hint():
+    def gen():
+        yield 1
+
+    for bad in (gen, gen(), iter([1, 2])):
+        with pytest.raises(TypeError, match="under a lock"):
+            DataLoader(bad)
 
 
 def test_a_yield_function_that_is_not_callable_is_refused():
@@ -351,11 +525,6 @@ def test_a_bad_length_is_refused(length, error):
 
     with pytest.raises(error, match="len"):
         DataLoader(BadLength())
-
-
-def test_shuffling_a_stream_is_refused():
-    with pytest.raises(ValueError, match="shuffle"):
-        DataLoader(lambda: 1, shuffle=True)
 
 
 def test_yield_function_base_class_says_what_to_define():

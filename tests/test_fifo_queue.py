@@ -65,10 +65,14 @@ def test_timeouts_raise_timeout_error():
     assert q.dequeue(timeout=0) == 1
 
 
-def test_negative_timeout_is_a_value_error():
-    q = FIFOQueue(1)
+def test_negative_timeout_is_a_value_error_even_when_the_call_would_not_block():
+    q = FIFOQueue(2)
     with pytest.raises(ValueError, match="timeout"):
-        q.dequeue(timeout=-1)
+        q.enqueue(1, timeout=-1)
+    q.enqueue(1)
+    with pytest.raises(ValueError, match="timeout"):
+        q.dequeue(timeout=-0.5)
+    assert len(q) == 1
 
 
 # close(): {enqueue, dequeue} x {blocked, not blocked} x {empty, not empty}
