@@ -160,6 +160,9 @@ class DataLoader:
             raise TypeError("a DataLoader over a stream (a yield function without __len__) has no length")
         return epoch_length(self._yield_fn)
 
+    def __bool__(self) -> bool:
+        return True  # a loader is a loader, whatever len() says (a stream has none)
+
     def __iter__(self) -> Iterator[Any]:
         """Run one epoch and yield its batches.
 
