@@ -114,8 +114,18 @@ def read_clip(
     clip_len: int,
     stride: int = 1,
     size: tuple[int, int] | None = None,
+    *,
+    seek: bool = False,
 ) -> np.ndarray:
     """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
+
+    By default the frames before ``start`` are grabbed one by one from the first:
+    exact for every file, and cheap for short clips. ``seek=True`` jumps to
+    ``start`` instead (FFmpeg seeks to the keyframe before it and decodes
+    forward), which is faster for late starts in files with frequent keyframes
+    (1.5x at frame 55 of the sample set's XviD files) but relies on the file's
+    timestamps: files with timestamp gaps can land a frame off. Use it for
+    files you know, after checking it against ``seek=False``.
 
     Args:
         path: the video file.
@@ -124,6 +134,7 @@ def read_clip(
         stride: the step between returned frames; the frames between are grabbed
             but not converted.
         size: ``(height, width)`` to resize each frame to; ``None`` keeps the video's size.
+        seek: jump to ``start`` rather than grab the frames before it (see above).
 
     Returns:
         A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
@@ -140,6 +151,9 @@ def read_clip(
     try:
         clip: np.ndarray | None = None
         position = 0  # the index of the frame the next grab() decodes
+        if seek and start > 0:
+            capture.set(cv2.CAP_PROP_POS_FRAMES, start)
+            position = start
         for k in range(clip_len):
             target = start + k * stride
             while position < target:
@@ -221,6 +235,7 @@ class VideoFolder(YieldFunction):
             ``classes`` for a validation set); default: every subfolder, sorted.
         extensions: the file name endings that count as videos; other files are ignored.
         exact_counts: count each video's frames by decoding it, instead of trusting its header.
+        seek: passed to ``read_clip``: seek to a clip's start instead of grabbing up to it.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -245,6 +260,7 @@ class VideoFolder(YieldFunction):
         classes: Sequence[str] | None = None,
         extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
         exact_counts: bool = False,
+        seek: bool = False,
     ) -> None:
         _check_positive("batch_size", batch_size)
         _check_clip_args(0, clip_len, stride, size)
@@ -268,6 +284,7 @@ class VideoFolder(YieldFunction):
         self.decode_size = (round(self.size[0] / crop_fraction), round(self.size[1] / crop_fraction))
         self.span = (clip_len - 1) * stride + 1  # frames a clip covers
         self.exact_counts = exact_counts
+        self.seek = seek
         self._epoch = 0
         # Written by loader threads, so only by list.append and dict item assignment,
         # which are atomic in CPython (see the Python FAQ on thread-safe mutations).
@@ -374,7 +391,7 @@ class VideoFolder(YieldFunction):
         room = frames - self.span
         start = int(rng.integers(room + 1)) if self.train else room // 2
         try:
-            clip = read_clip(path, start, self.clip_len, self.stride, self.decode_size)
+            clip = read_clip(path, start, self.clip_len, self.stride, self.decode_size, seek=self.seek)
         except VideoDecodeError as exc:
             if self.exact_counts or "ends after" not in exc.reason:
                 raise

@@ -33,6 +33,16 @@ def test_read_clip_returns_exactly_the_frames_asked_for(video, start, clip_len, 
     assert frame_indices(clip) == list(range(start, start + clip_len * stride, stride))
 
 
+@pytest.mark.parametrize("fourcc", ["FFV1", "MJPG", "XVID"])
+def test_seeking_gives_the_same_frames_as_grabbing(tmp_path, fourcc):
+    path = write_video(tmp_path / "s.avi", 60, size=(48, 64), fourcc=fourcc)
+    for start, clip_len, stride in [(0, 3, 1), (13, 4, 2), (37, 5, 3), (59, 1, 1)]:
+        grabbed = read_clip(path, start, clip_len, stride)
+        np.testing.assert_array_equal(read_clip(path, start, clip_len, stride, seek=True), grabbed)
+    with pytest.raises(VideoDecodeError, match=r"s\.avi"):
+        read_clip(path, 58, 3, seek=True)
+
+
 def test_read_clip_up_to_the_last_frame(video):
     clip = read_clip(video, N_FRAMES - 10, 5, 2)
     assert frame_indices(clip)[-1] == N_FRAMES - 2
@@ -368,3 +378,12 @@ def test_a_video_removed_after_construction_is_reported(tree, tmp_path):
     assert [video_id(c) for c in clips] == [0, 0]
     assert list(skipping.skipped) == [str(root / "a" / "v1.avi")]
     assert skipping.replaced == 1
+
+
+def test_video_folder_with_seek_makes_the_same_batches(tree):
+    for train in (True, False):
+        for (x, y), (x2, y2) in zip(
+            epoch_batches(folder(tree, train=train)), epoch_batches(folder(tree, train=train, seek=True)), strict=True
+        ):
+            np.testing.assert_array_equal(x, x2)
+            np.testing.assert_array_equal(y, y2)
