@@ -36,7 +36,10 @@ def as_tf_dataset(
 
     Each iteration of the dataset (each epoch of ``model.fit``) is one epoch of
     the loader, so the dataset can be iterated again and again; do not add
-    ``.repeat()`` to a ``fit`` with ``epochs``.
+    ``.repeat()`` to a ``fit`` with ``epochs``. The loader's epoch is finished,
+    and the yield function's ``on_epoch_end`` called, before the last batch of
+    an epoch is handed on, so a consumer that stops after exactly the epoch's
+    batches still moves the epoch on.
 
     Who owns the threads:
 
@@ -94,7 +97,7 @@ def as_tf_dataset(
     if isinstance(source, DataLoader):
 
         def generate() -> Iterator[Any]:
-            yield from source
+            yield from _completing(source)
 
     else:
         epochs = itertools.count()
@@ -103,12 +106,31 @@ def as_tf_dataset(
             with DataLoader(
                 yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch=next(epochs)
             ) as loader:
-                yield from loader
+                yield from _completing(loader)
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     return dataset
+
+
+def _completing(loader: DataLoader) -> Iterator[Any]:
+    """Yield one epoch of ``loader``, finishing the epoch before the last batch goes out.
+
+    Holding one batch back means the loader's epoch is complete (and the yield
+    function's ``on_epoch_end`` called) by the time the consumer has the last
+    batch, even if it never asks for more: ``dataset.take(n)``, or a ``fit``
+    that counts its steps.
+    """
+    batches = iter(loader)
+    try:
+        held = next(batches)
+    except StopIteration:
+        return
+    for batch in batches:
+        yield held
+        held = batch
+    yield held
 
 
 def infer_signature(batch: Any) -> Any:

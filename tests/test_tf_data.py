@@ -69,6 +69,27 @@ def test_each_iteration_is_a_full_epoch_and_its_threads_end_with_it():
     assert batches.calls == 1 + 3 * 5  # one call to infer the signature
 
 
+class Epochs(Batches):
+    """Records the epochs the loader reports as finished."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended: list[int] = []
+
+    def on_epoch_end(self, epoch: int) -> None:
+        self.ended.append(epoch)
+
+
+@pytest.mark.parametrize("given_loader", [False, True])
+def test_an_epoch_ends_when_its_last_batch_is_taken(given_loader):
+    batches = Epochs()
+    with DataLoader(batches, num_threads=2, name="epochs") as loader:
+        dataset = as_tf_dataset(loader if given_loader else batches, num_threads=2, name="epochs")
+        for expected in ([0], [0, 1]):
+            assert len(list(dataset.take(5))) == 5  # never asks for a sixth batch
+            assert batches.ended == expected
+
+
 def test_an_iterator_dropped_part_way_closes_its_threads():
     dataset = as_tf_dataset(Batches(n=50), num_threads=2, max_len=2, name="dropped")
     iterator = iter(dataset)
