@@ -172,8 +172,7 @@ def _write_video(path: Path, name: str, n_frames: int, rng: np.random.Generator)
     try:
         for t in range(n_frames):
             frame = cv2.add(texture, noise[t % len(noise)])
-            jitter = rng.uniform(-1, 1, size=2) if not speed else 0
-            x, y = (position + velocity * t + jitter) % (WIDTH, HEIGHT)
+            x, y = (position + velocity * t) % (WIDTH, HEIGHT)
             # Draw the wrapped copies too, so the disc slides across an edge instead of jumping.
             for dx in (-WIDTH, 0, WIDTH):
                 for dy in (-HEIGHT, 0, HEIGHT):

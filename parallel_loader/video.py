@@ -218,7 +218,8 @@ class VideoFolder(YieldFunction):
     drawn from the same seeded generator and not tried again; either way it is
     logged as a warning, listed in ``self.skipped`` (path: reason), and every
     replaced clip is counted in ``self.replaced``. A ``FileNotFoundError`` for a
-    video removed after construction is handled the same way.
+    video removed after construction is handled the same way. Loader threads add
+    to ``skipped`` during an epoch, so read it between epochs or after the run.
 
     Args:
         root: the folder whose subfolders are the classes.
