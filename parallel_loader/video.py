@@ -306,7 +306,7 @@ class VideoFolder(YieldFunction):
             except (VideoDecodeError, FileNotFoundError) as exc:
                 if on_error == "raise":
                     raise
-                self._skip(path, str(exc))
+                self._skip(path, exc.reason if isinstance(exc, VideoDecodeError) else str(exc))
                 continue
             self.samples.append((path, label, frames))
         if not self.samples:

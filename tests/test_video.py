@@ -323,6 +323,8 @@ def test_skip_replaces_bad_videos_and_reports_them(bad_tree, caplog):
                     assert v < 6, "a clip of a bad video was returned"
                     assert label == v // 3
     assert Path(next(p for p in data.skipped if p.endswith("cut.avi"))).name == "cut.avi"
+    assert data.skipped[str(bad_tree / "a" / "fake.avi")].startswith("cannot be opened as a video")
+    assert data.skipped[str(bad_tree / "b" / "short.avi")].startswith("has 3 frames")
     assert "truncated or corrupt" in data.skipped[str(bad_tree / "b" / "cut.avi")]
     assert data.replaced >= 1
     logged = " ".join(r.getMessage() for r in caplog.records)
