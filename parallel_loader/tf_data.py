@@ -49,10 +49,11 @@ def as_tf_dataset(
       at the same time.
     * Given a yield function, the dataset owns its threads: each iteration starts
       a ``DataLoader`` with the keyword arguments here and closes it when the
-      iteration ends, or when TensorFlow drops an iterator left part way (a
-      ``fit`` with ``steps_per_epoch``). No thread outlives an iteration. Epoch
-      numbers go on from one iteration to the next, so seeded shuffling differs
-      per epoch.
+      iteration ends. An iterator dropped part way (a ``fit`` with a smaller
+      ``steps_per_epoch``) closes its loader when TensorFlow releases the
+      iterator, which may be a moment later, in another thread. Epoch numbers
+      go on from one iteration to the next, so seeded shuffling differs per
+      epoch; an epoch left part way does not call ``on_epoch_end``.
 
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
@@ -72,6 +73,8 @@ def as_tf_dataset(
     Raises:
         TypeError: a stream without ``output_signature``, or a batch whose
             structure cannot be turned into tensors.
+        ValueError: a loader argument is out of range, or there is no batch to
+            infer the signature from.
     """
     import tensorflow as tf
 
