@@ -14,12 +14,16 @@ ready for ``VideoFolder``. Run it as::
 
     python -m parallel_loader.sample_data OUT --classes 5 --per-class 20
 
-Existing complete videos are kept, so running it again costs only a check.
+Existing complete videos are kept, so running it again costs only a check; a
+set made with another seed or generator version is replaced, and videos a new
+``--per-class`` or ``--val-fraction`` puts elsewhere are removed
+(``OUT/.sample_data.json`` records what made the set).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -36,6 +40,9 @@ __all__ = ["MOTIONS", "SampleDataSummary", "make_sample_data", "main"]
 log = logging.getLogger(__name__)
 
 WIDTH, HEIGHT, FPS = 320, 240, 25
+# Bump when the videos' content changes, so that older sets are rewritten, not kept.
+GENERATOR_VERSION = 2
+_STAMP = ".sample_data.json"
 SLOW, FAST = (2.5, 4.0), (7.0, 10.0)  # pixels per frame
 
 # Class name -> (vertical direction, horizontal direction, speed range). A horizontal
@@ -100,18 +107,22 @@ def make_sample_data(
     root = Path(out)
     summary = SampleDataSummary(root)
     n_val = min(per_class - 1, max(1 if per_class > 1 and val_fraction > 0 else 0, round(per_class * val_fraction)))
+    plan: dict[Path, tuple[str, int, int]] = {}  # path -> (class, label, index)
     for label, name in enumerate(list(MOTIONS)[:classes]):
         for i in range(per_class):
             split = "val" if i >= per_class - n_val else "train"
-            path = root / split / name / f"{name}_{i:03d}.avi"
-            rng = np.random.default_rng([seed, label, i])
-            n_frames = int(rng.integers(3 * FPS, 6 * FPS + 1))
-            if _complete(path, n_frames):
-                summary.kept += 1
-                continue
-            _write_video(path, name, n_frames, rng)
-            summary.written += 1
-            summary.frames += n_frames
+            plan[root / split / name / f"{name}_{i:03d}.avi"] = (name, label, i)
+    _remove_stale(root, set(plan), seed)
+    for path, (name, label, i) in plan.items():
+        rng = np.random.default_rng([seed, label, i])
+        n_frames = int(rng.integers(3 * FPS, 6 * FPS + 1))
+        if _complete(path, n_frames):
+            summary.kept += 1
+            continue
+        _write_video(path, name, n_frames, rng)
+        summary.written += 1
+        summary.frames += n_frames
+    (root / _STAMP).write_text(json.dumps({"generator": GENERATOR_VERSION, "seed": seed}) + "\n")
     log.info("%s", summary)
     return summary
 
@@ -133,6 +144,32 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(summary)
     return 0
+
+
+def _remove_stale(root: Path, planned: set[Path], seed: int) -> None:
+    """Delete videos this module wrote earlier that the new set does not have in the same place.
+
+    Another ``per_class`` or ``val_fraction`` moves videos between ``train/`` and
+    ``val/``; another seed or generator version changes their content. Only files
+    named as this module names them, in class folders it writes, are touched.
+    """
+    stamp = root / _STAMP
+    try:
+        previous = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        previous = None
+    same_content = previous == {"generator": GENERATOR_VERSION, "seed": seed}
+    if not same_content:
+        stamp.unlink(missing_ok=True)  # rewritten only once the new set is complete
+    removed = 0
+    for split in ("train", "val"):
+        for name in MOTIONS:
+            for path in (root / split / name).glob(f"{name}_[0-9][0-9][0-9]*.avi"):
+                if path not in planned or not same_content:
+                    path.unlink()
+                    removed += 1
+    if removed:
+        log.info("removed %d videos of an earlier sample set in %s that this one does not keep", removed, root)
 
 
 def _complete(path: Path, n_frames: int) -> bool:

@@ -66,6 +66,21 @@ def test_a_second_run_keeps_complete_videos_and_remakes_missing_ones(sample, tmp
     assert frame_count(victim) == frames
 
 
+def test_another_split_or_seed_replaces_the_old_videos(tmp_path):
+    make_sample_data(tmp_path, classes=1, per_class=3, val_fraction=0.4)
+    assert [len(videos(tmp_path / split)) for split in ("train", "val")] == [2, 1]
+    (tmp_path / "train" / "notes.txt").write_text("the user's own file")
+    resplit = make_sample_data(tmp_path, classes=1, per_class=3, val_fraction=0)
+    assert [len(videos(tmp_path / split)) for split in ("train", "val")] == [3, 0]
+    assert (resplit.written, resplit.kept) == (1, 2)  # the val video moved to train
+    before = probe(videos(tmp_path)[0]).frames
+    reseeded = make_sample_data(tmp_path, classes=1, per_class=3, val_fraction=0, seed=5)
+    assert (reseeded.written, reseeded.kept) == (3, 0)
+    assert len(videos(tmp_path)) == 3
+    assert probe(videos(tmp_path)[0]).frames != before  # another seed, another video
+    assert (tmp_path / "train" / "notes.txt").exists()
+
+
 def motion(path: Path) -> tuple[float, float]:
     """The disc's mean displacement per frame (dx, dy), measured on the torus the disc wraps around.
 
