@@ -3,10 +3,14 @@
 N loader threads call a yield function and put its batches in a bounded queue;
 the training loop takes them out, so a step costs max(T_load / N, T_train)
 instead of T_load + T_train.
+
+Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
+``parallel_loader.sample_data``; ``as_tf_dataset`` imports TensorFlow only when called.
 """
 
 from .data_loader import DataLoader, LoaderClosed
 from .fifo_queue import FIFOQueue, QueueClosed
+from .tf_data import as_tf_dataset
 from .train import EpochStats, PassStats, Train
 from .yield_function import YieldFunction
 
@@ -19,6 +23,7 @@ __all__ = [
     "QueueClosed",
     "Train",
     "YieldFunction",
+    "as_tf_dataset",
 ]
 
 __version__ = "0.1.0"

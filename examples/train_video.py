@@ -1,0 +1,127 @@
+"""Train a small Conv3D network on a video folder, with loader threads decoding the clips.
+
+The loader threads of ``Train`` decode and augment clips (``VideoFolder``) while
+this thread runs the compiled TensorFlow step; each epoch ends with a
+validation pass. With no data at ``--data``, the synthetic sample set is made
+there first (``parallel_loader.sample_data``).
+
+    python examples/train_video.py --data data/sample --threads 2 --epochs 30
+
+Exits with status 1 when something fails, including a final validation accuracy
+below ``--min-val-accuracy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+log = logging.getLogger("train_video")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=Path("data/sample"), help="root holding train/ and val/")
+    parser.add_argument("--threads", type=int, default=2, help="loader threads decoding clips")
+    parser.add_argument("--max-len", type=int, default=8, help="capacity of the batch queue")
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--clip-len", type=int, default=8, help="frames per clip")
+    parser.add_argument("--stride", type=int, default=2, help="step between a clip's frames")
+    parser.add_argument("--size", type=int, nargs=2, default=(48, 64), metavar=("H", "W"), help="frame size")
+    parser.add_argument("--seek", action="store_true", help="seek to each clip's start instead of grabbing up to it")
+    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate at the start (cosine decay)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--min-val-accuracy", type=float, default=0.0, help="fail below this final accuracy")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("parallel_loader.train").setLevel(logging.WARNING)  # this script prints more per epoch
+    # Imported here, after the argument check, because TensorFlow takes seconds to load.
+    import keras
+    import numpy as np
+    import tensorflow as tf
+    from video_model import build_model, make_eval_step, make_train_step
+
+    from parallel_loader import EpochStats, Train
+    from parallel_loader.sample_data import make_sample_data
+    from parallel_loader.video import VideoDecodeError, VideoFolder
+
+    if not args.data.exists():
+        log.info("no data at %s: making the sample data set there", args.data)
+        make_sample_data(args.data)  # logs what it wrote
+    gpus = tf.config.list_physical_devices("GPU")
+    log.info("TensorFlow %s runs the model on %s", tf.__version__, f"GPU {gpus[0].name}" if gpus else "the CPU")
+
+    common = dict(
+        batch_size=args.batch_size, clip_len=args.clip_len, stride=args.stride, size=tuple(args.size), seek=args.seek
+    )
+    try:
+        train_data = VideoFolder(args.data / "train", train=True, seed=args.seed, **common)
+        val_data = VideoFolder(args.data / "val", train=False, classes=train_data.classes, **common)
+    except (OSError, ValueError, VideoDecodeError) as exc:
+        print(f"error: {exc} (expected {args.data}/train/<class>/* and {args.data}/val/<class>/*)", file=sys.stderr)
+        return 1
+    log.info(
+        "classes %s; %d training and %d validation videos",
+        train_data.classes,
+        len(train_data.samples),
+        len(val_data.samples),
+    )
+
+    keras.utils.set_random_seed(args.seed)
+    model = build_model(len(train_data.classes), (args.clip_len, *args.size, 3))
+    # A cosine decay of the learning rate settles the weights by the last epoch.
+    schedule = keras.optimizers.schedules.CosineDecay(args.lr, decay_steps=args.epochs * len(train_data))
+    train_step = make_train_step(model, keras.optimizers.Adam(schedule))
+    eval_step = make_eval_step(model)
+
+    val_accuracy: list[float] = []
+
+    def on_epoch_end(stats: EpochStats) -> None:
+        # The steps returned tensors; reading them once per epoch keeps the loop from waiting on each step.
+        loss = float(np.mean([float(loss) for loss, _ in stats.train.outputs]))
+        correct = sum(int(c) for _, c in stats.train.outputs)
+        val_loss = sum(float(loss) for loss, _ in stats.val.outputs) / len(val_data.samples)
+        val_accuracy.append(sum(int(c) for _, c in stats.val.outputs) / len(val_data.samples))
+        clips = stats.train.batches * args.batch_size  # training batches are always full
+        print(
+            f"epoch {stats.epoch + 1:2d}/{args.epochs}: loss {loss:.3f} acc {correct / clips:.3f} | "
+            f"val loss {val_loss:.3f} val acc {val_accuracy[-1]:.3f} | "
+            f"{clips / stats.train.seconds:.1f} clips/s, waited for data {100 * stats.wait_fraction:.0f}% | "
+            f"{stats.train.seconds + stats.val.seconds:.1f} s",
+            flush=True,
+        )
+        stats.train.outputs.clear()  # kept only for these figures
+        stats.val.outputs.clear()
+
+    trainer = Train(
+        lambda batch: train_step(*batch),
+        train_data,
+        val_data,
+        max_nthread=args.threads,
+        max_len=args.max_len,
+        val_task=lambda batch: eval_step(*batch),
+        seed=args.seed,
+        ordered=True,  # batches in the seeded order, so runs repeat (up to TensorFlow's own float noise)
+        keep_outputs=True,
+        on_epoch_end=on_epoch_end,
+    )
+    start = time.perf_counter()
+    trainer.run(args.epochs)
+    elapsed = time.perf_counter() - start
+    print(f"final validation accuracy {val_accuracy[-1]:.3f} after {args.epochs} epochs in {elapsed:.0f} s")
+    if val_accuracy[-1] < args.min_val_accuracy:
+        print(f"error: validation accuracy is below --min-val-accuracy {args.min_val_accuracy}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

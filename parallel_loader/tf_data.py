@@ -1,0 +1,163 @@
+"""A ``tf.data.Dataset`` fed by loader threads, so that Keras ``model.fit`` can train from them.
+
+TensorFlow is imported inside ``as_tf_dataset`` only, so ``import parallel_loader``
+stays light for code that never touches TensorFlow.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .data_loader import DataLoader
+from .yield_function import batches_per_epoch
+
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+__all__ = ["as_tf_dataset", "infer_signature"]
+
+
+def as_tf_dataset(
+    source: DataLoader | Callable[..., Any],
+    output_signature: Any = None,
+    *,
+    num_threads: int = 4,
+    max_len: int = 8,
+    shuffle: bool = False,
+    seed: int | None = None,
+    ordered: bool = False,
+    name: str = "tf-loader",
+) -> tf.data.Dataset:
+    """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
+
+    Each iteration of the dataset (each epoch of ``model.fit``) is one epoch of
+    the loader, so the dataset can be iterated again and again; do not add
+    ``.repeat()`` to a ``fit`` with ``epochs``. The loader's epoch is finished,
+    and the yield function's ``on_epoch_end`` called, before the last batch of
+    an epoch is handed on, so a consumer that stops after exactly the epoch's
+    batches still moves the epoch on.
+
+    Who owns the threads:
+
+    * Given a ``DataLoader``, the caller owns it: the dataset only iterates it,
+      one epoch per dataset iteration, and the caller closes it when done (use it
+      as a context manager around ``fit``). Do not iterate the loader elsewhere
+      at the same time.
+    * Given a yield function, the dataset owns its threads: each iteration starts
+      a ``DataLoader`` with the keyword arguments here and closes it when the
+      iteration ends. An iterator dropped part way (a ``fit`` with a smaller
+      ``steps_per_epoch``) closes its loader when TensorFlow releases the
+      iterator, which may be a moment later, in another thread. Epoch numbers
+      go on from one iteration to the next, so seeded shuffling differs per
+      epoch; an epoch left part way does not call ``on_epoch_end``.
+
+    Args:
+        source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
+            ``__len__`` taking an index), or a zero-argument callable (a stream).
+        output_signature: the ``tf.TypeSpec`` structure of one batch, as
+            ``tf.data.Dataset.from_generator`` takes it. By default it is inferred
+            from batch 0, made once here in the calling thread (see
+            ``infer_signature``); a stream needs it given, since a call would
+            consume a batch.
+        num_threads, max_len, shuffle, seed, ordered, name: the ``DataLoader``
+            arguments, used when ``source`` is not a ``DataLoader`` already.
+
+    Returns:
+        A dataset whose elements are the batches; its cardinality is the number of
+        batches per epoch when the source has a length.
+
+    Raises:
+        TypeError: a stream without ``output_signature``, or a batch whose
+            structure cannot be turned into tensors.
+        ValueError: a loader argument is out of range, or there is no batch to
+            infer the signature from.
+    """
+    import tensorflow as tf
+
+    if isinstance(source, DataLoader):
+        # The yield function is read for inference only; the loader keeps calling it.
+        yield_fn = source._yield_fn
+        length = None if source._stream else len(source)
+    else:
+        yield_fn = source
+        length = batches_per_epoch(source)
+        # Check the loader's arguments now rather than in TensorFlow's generator thread.
+        DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name).close()
+    if output_signature is None:
+        if length is None:
+            raise TypeError(
+                f"{type(yield_fn).__name__} is a stream (no __len__): pass output_signature, "
+                "since inferring it would consume a batch"
+            )
+        if length == 0:
+            raise ValueError("the source has no batches: nothing to infer output_signature from")
+        output_signature = infer_signature(yield_fn(0))
+
+    if isinstance(source, DataLoader):
+
+        def generate() -> Iterator[Any]:
+            yield from _completing(source)
+
+    else:
+        epochs = itertools.count()
+
+        def generate() -> Iterator[Any]:
+            with DataLoader(
+                yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch=next(epochs)
+            ) as loader:
+                yield from _completing(loader)
+
+    dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
+    if length is not None:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
+    return dataset
+
+
+def _completing(loader: DataLoader) -> Iterator[Any]:
+    """Yield one epoch of ``loader``, finishing the epoch before the last batch goes out.
+
+    Holding one batch back means the loader's epoch is complete (and the yield
+    function's ``on_epoch_end`` called) by the time the consumer has the last
+    batch, even if it never asks for more: ``dataset.take(n)``, or a ``fit``
+    that counts its steps.
+    """
+    batches = iter(loader)
+    try:
+        held = next(batches)
+    except StopIteration:
+        return
+    for batch in batches:
+        yield held
+        held = batch
+    yield held
+
+
+def infer_signature(batch: Any) -> Any:
+    """The ``tf.TensorSpec`` structure of a batch, with the first dimension of each array left unknown.
+
+    Arrays (and numbers) become ``TensorSpec``; tuples, lists and dicts keep their
+    structure. The first dimension is left as ``None`` because the last batch of
+    an epoch may be smaller.
+
+    Raises:
+        TypeError: a part of the batch cannot be a tensor (e.g. an object array or ``None``).
+    """
+    import tensorflow as tf
+
+    if isinstance(batch, Mapping):
+        return {key: infer_signature(value) for key, value in batch.items()}
+    if isinstance(batch, tuple | list):
+        return tuple(infer_signature(value) for value in batch)
+    array = np.asarray(batch)
+    if array.dtype == object or array.dtype.kind not in "biufcUS":
+        raise TypeError(
+            f"cannot make a tensor of a batch part of type {type(batch).__name__} (dtype {array.dtype}); "
+            "batches must be arrays, numbers, or tuples/lists/dicts of them"
+        )
+    shape = (None, *array.shape[1:]) if array.ndim else ()
+    dtype = tf.string if array.dtype.kind in "US" else tf.as_dtype(array.dtype)
+    return tf.TensorSpec(shape=shape, dtype=dtype)

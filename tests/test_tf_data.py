@@ -1,0 +1,162 @@
+"""as_tf_dataset: signatures, repeated iteration, thread ownership, and a tiny model.fit."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from parallel_loader import DataLoader, YieldFunction, as_tf_dataset
+
+
+class Batches(YieldFunction):
+    """Batch i: x of shape (2, 3) filled with i, y = [i, i]; counts its calls."""
+
+    def __init__(self, n: int = 5, as_dict: bool = False) -> None:
+        self.n = n
+        self.as_dict = as_dict
+        self.calls = 0  # only incremented by the tests' single loader thread or the caller
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __call__(self, index: int):
+        self.calls += 1
+        x = np.full((2, 3), index, dtype=np.float32)
+        y = np.array([index, index], dtype=np.int64)
+        return {"x": x, "y": y} if self.as_dict else (x, y)
+
+
+def loader_threads(name: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(name + "-")]
+
+
+def wait_for_no_threads(name: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while loader_threads(name) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not loader_threads(name), f"loader threads still alive: {loader_threads(name)}"
+
+
+def test_signature_is_inferred_from_the_first_batch():
+    dataset = as_tf_dataset(Batches(), num_threads=2)
+    assert dataset.element_spec == (
+        tf.TensorSpec((None, 3), tf.float32),
+        tf.TensorSpec((None,), tf.int64),
+    )
+    assert dataset.cardinality().numpy() == 5
+
+
+def test_dict_batches_keep_their_keys():
+    dataset = as_tf_dataset(Batches(as_dict=True), num_threads=2)
+    assert set(dataset.element_spec) == {"x", "y"}
+    values = sorted(int(b["y"][0]) for b in dataset)
+    assert values == [0, 1, 2, 3, 4]
+
+
+def test_each_iteration_is_a_full_epoch_and_its_threads_end_with_it():
+    batches = Batches()
+    dataset = as_tf_dataset(batches, num_threads=3, name="own")
+    for _ in range(3):
+        got = [(x.numpy(), y.numpy()) for x, y in dataset]
+        assert sorted(int(y[0]) for _, y in got) == [0, 1, 2, 3, 4]
+        for x, y in got:
+            assert x.shape == (2, 3) and (x == y[0]).all()
+        wait_for_no_threads("own")
+    assert batches.calls == 1 + 3 * 5  # one call to infer the signature
+
+
+class Epochs(Batches):
+    """Records the epochs the loader reports as finished."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended: list[int] = []
+
+    def on_epoch_end(self, epoch: int) -> None:
+        self.ended.append(epoch)
+
+
+@pytest.mark.parametrize("given_loader", [False, True])
+def test_an_epoch_ends_when_its_last_batch_is_taken(given_loader):
+    batches = Epochs()
+    with DataLoader(batches, num_threads=2, name="epochs") as loader:
+        dataset = as_tf_dataset(loader if given_loader else batches, num_threads=2, name="epochs")
+        for expected in ([0], [0, 1]):
+            assert len(list(dataset.take(5))) == 5  # never asks for a sixth batch
+            assert batches.ended == expected
+
+
+def test_an_iterator_dropped_part_way_closes_its_threads():
+    dataset = as_tf_dataset(Batches(n=50), num_threads=2, max_len=2, name="dropped")
+    iterator = iter(dataset)
+    next(iterator)
+    assert loader_threads("dropped")
+    del iterator
+    wait_for_no_threads("dropped")
+
+
+def test_a_given_data_loader_is_iterated_but_not_closed():
+    with DataLoader(Batches(), num_threads=2, shuffle=True, seed=1, name="given") as loader:
+        dataset = as_tf_dataset(loader)
+        first = [int(y[0]) for _, y in dataset]
+        second = [int(y[0]) for _, y in dataset]
+        assert sorted(first) == sorted(second) == [0, 1, 2, 3, 4]
+        assert loader.epoch == 1
+        assert not loader.closed
+    assert loader.closed
+
+
+def test_a_stream_needs_an_output_signature():
+    def stream():
+        return np.zeros(2, np.float32)
+
+    with pytest.raises(TypeError, match="output_signature"):
+        as_tf_dataset(stream)
+
+    count = iter(range(3))
+
+    def finite_stream():
+        return np.full(2, next(count), np.float32)  # StopIteration after 3 batches ends the stream
+
+    dataset = as_tf_dataset(finite_stream, tf.TensorSpec((2,), tf.float32), num_threads=1)
+    assert sorted(float(b[0]) for b in dataset) == [0.0, 1.0, 2.0]
+
+
+def test_an_unconvertible_batch_is_a_clear_error():
+    class Objects(Batches):
+        def __call__(self, index):
+            return np.array([object()])
+
+    with pytest.raises(TypeError, match="cannot make a tensor"):
+        as_tf_dataset(Objects())
+
+
+class Separable(YieldFunction):
+    """A linearly separable problem: the label is whether x[0] > 0; batches are seeded by index."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __call__(self, index: int):
+        x = np.random.default_rng(index).normal(size=(16, 4)).astype(np.float32)
+        return x, (x[:, 0] > 0).astype(np.int64)
+
+
+def test_keras_fit_trains_for_several_epochs_from_loader_threads():
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(
+        keras.optimizers.Adam(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
+    )
+    dataset = as_tf_dataset(Separable(), num_threads=2, shuffle=True, seed=0, name="fit")
+    history = model.fit(dataset, epochs=4, verbose=0, shuffle=False)  # the loader shuffles
+    assert len(history.history["loss"]) == 4
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert history.history["accuracy"][-1] > 0.9
+    wait_for_no_threads("fit")

@@ -1,0 +1,391 @@
+"""read_clip, frame_count and VideoFolder on small lossless videos whose pixels encode their frame index."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from parallel_loader import DataLoader
+from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
+
+from .video_files import frame_indices, is_flipped, truncate, video_id, write_video
+
+N_FRAMES = 30
+
+
+@pytest.fixture(scope="module")
+def video(tmp_path_factory) -> Path:
+    return write_video(tmp_path_factory.mktemp("video") / "clip.avi", N_FRAMES)
+
+
+# read_clip
+
+
+@pytest.mark.parametrize(("start", "clip_len", "stride"), [(0, 1, 1), (0, 5, 1), (7, 4, 3), (3, 6, 5), (29, 1, 1)])
+def test_read_clip_returns_exactly_the_frames_asked_for(video, start, clip_len, stride):
+    clip = read_clip(video, start, clip_len, stride)
+    assert clip.shape == (clip_len, 32, 40, 3)
+    assert clip.dtype == np.uint8
+    assert frame_indices(clip) == list(range(start, start + clip_len * stride, stride))
+
+
+@pytest.mark.parametrize("fourcc", ["FFV1", "MJPG", "XVID"])
+def test_seeking_gives_the_same_frames_as_grabbing(tmp_path, fourcc):
+    path = write_video(tmp_path / "s.avi", 60, size=(48, 64), fourcc=fourcc)
+    for start, clip_len, stride in [(0, 3, 1), (13, 4, 2), (37, 5, 3), (59, 1, 1)]:
+        grabbed = read_clip(path, start, clip_len, stride)
+        np.testing.assert_array_equal(read_clip(path, start, clip_len, stride, seek=True), grabbed)
+    with pytest.raises(VideoDecodeError, match=r"s\.avi"):
+        read_clip(path, 58, 3, seek=True)
+
+
+def test_read_clip_up_to_the_last_frame(video):
+    clip = read_clip(video, N_FRAMES - 10, 5, 2)
+    assert frame_indices(clip)[-1] == N_FRAMES - 2
+    assert frame_indices(read_clip(video, N_FRAMES - 5, 5))[-1] == N_FRAMES - 1
+
+
+def test_read_clip_resizes_to_height_width(video):
+    clip = read_clip(video, 2, 3, size=(16, 24))
+    assert clip.shape == (3, 16, 24, 3)
+    assert frame_indices(clip) == [2, 3, 4]
+    assert not is_flipped(clip)
+
+
+def test_read_clip_gives_rgb_order(tmp_path):
+    path = tmp_path / "red.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"FFV1"), 25, (16, 8))
+    for _ in range(3):
+        writer.write(np.dstack([np.zeros((8, 16)), np.full((8, 16), 40), np.full((8, 16), 255)]).astype(np.uint8))
+    writer.release()
+    clip = read_clip(path, 0, 3)
+    assert (clip[..., 0] == 255).all()  # red, written as OpenCV's BGR channel 2
+    assert (clip[..., 1] == 40).all()
+    assert (clip[..., 2] == 0).all()
+
+
+def test_read_clip_decodes_xvid(tmp_path):
+    path = write_video(tmp_path / "x.avi", 20, size=(48, 64), fourcc="XVID")
+    clip = read_clip(path, 4, 4, 3)
+    red = clip[..., 0].astype(float).mean(axis=(1, 2))
+    np.testing.assert_allclose(red, [16, 28, 40, 52], atol=3)  # lossy, so roughly 4 * index
+
+
+def test_clip_past_the_end_is_an_error_naming_the_file(video):
+    with pytest.raises(VideoDecodeError, match=r"clip\.avi.*ends after 30 decoded frames.*too short") as info:
+        read_clip(video, 25, 3, 3)
+    assert info.value.path == str(video)
+    with pytest.raises(VideoDecodeError, match=r"clip\.avi"):
+        read_clip(video, N_FRAMES, 1)
+
+
+def test_missing_file_is_file_not_found_naming_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nothere\.avi"):
+        read_clip(tmp_path / "nothere.avi", 0, 1)
+    with pytest.raises(FileNotFoundError, match=r"nothere\.avi"):
+        frame_count(tmp_path / "nothere.avi")
+
+
+@pytest.mark.parametrize("content", [b"", b"this is not a video\n" * 50])
+def test_not_a_video_is_a_decode_error(tmp_path, content):
+    path = tmp_path / "fake.avi"
+    path.write_bytes(content)
+    with pytest.raises(VideoDecodeError, match=r"fake\.avi.*cannot be opened as a video"):
+        read_clip(path, 0, 1)
+    with pytest.raises(VideoDecodeError, match=r"fake\.avi"):
+        probe(path)
+
+
+def test_a_folder_is_not_a_video(tmp_path):
+    with pytest.raises(VideoDecodeError, match="is not a file"):
+        read_clip(tmp_path, 0, 1)
+
+
+def test_truncated_file_is_a_decode_error_and_its_header_count_is_not_trusted(tmp_path):
+    path = truncate(write_video(tmp_path / "cut.avi", N_FRAMES, fourcc="MJPG"), 0.5)
+    header = frame_count(path, exact=False)
+    exact = frame_count(path)
+    assert header == N_FRAMES
+    assert 0 < exact < N_FRAMES
+    assert frame_indices(read_clip(path, 0, exact)) == list(range(exact))
+    with pytest.raises(VideoDecodeError, match=r"cut\.avi.*header claims 30 frames.*truncated or corrupt"):
+        read_clip(path, 0, N_FRAMES)
+
+
+def test_frame_count_and_probe(video):
+    assert frame_count(video) == N_FRAMES
+    assert frame_count(video, exact=False) == N_FRAMES
+    info = probe(video)
+    assert (info.frames, info.width, info.height) == (N_FRAMES, 40, 32)
+    assert info.fps == pytest.approx(25)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(start=-1), dict(clip_len=0), dict(stride=0), dict(size=(0, 10)), dict(size=(10,)), dict(start=1.5)],
+)
+def test_read_clip_rejects_bad_arguments(video, kwargs):
+    args = dict(start=0, clip_len=2, stride=1, size=None) | kwargs
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        read_clip(video, **args)
+
+
+# VideoFolder
+
+CLASSES = ["walk", "jump", "clap"]  # sorted: clap, jump, walk
+PER_CLASS = 3
+LENGTHS = [24, 30, 36]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """root/<class>/<video>; video id v = 3 * class index in CLASSES + k; a stray text file too."""
+    root = tmp_path_factory.mktemp("tree")
+    for c, name in enumerate(CLASSES):
+        for k in range(PER_CLASS):
+            v = PER_CLASS * c + k
+            write_video(root / name / f"v{v:02d}.avi", LENGTHS[k], video_id=v)
+    (root / "walk" / "notes.txt").write_text("not a video, and not named like one")
+    return root
+
+
+def label_of_video(v: int) -> int:
+    return sorted(CLASSES).index(CLASSES[v // PER_CLASS])
+
+
+def folder(root, **kwargs) -> VideoFolder:
+    args = dict(batch_size=4, clip_len=4, stride=2, size=(16, 20), seed=7) | kwargs
+    return VideoFolder(root, **args)
+
+
+def test_labels_are_sorted_class_folders(tree):
+    data = folder(tree, train=False)
+    assert data.classes == ["clap", "jump", "walk"]
+    assert len(data.samples) == 9
+    for path, label, frames in data.samples:
+        assert data.classes[label] == Path(path).parent.name
+        assert frames in LENGTHS
+
+
+def test_eval_batches_hold_every_video_once_with_its_centre_clip_and_label(tree):
+    data = folder(tree, train=False, dtype="uint8")
+    assert len(data) == 3  # 9 videos in batches of 4: 4, 4, 1
+    seen = []
+    for i in range(len(data)):
+        clips, labels = data(i)
+        assert clips.dtype == np.uint8 and labels.dtype == np.int64
+        assert clips.shape[1:] == (4, 16, 20, 3)
+        for clip, label in zip(clips, labels, strict=True):
+            v = video_id(clip)
+            seen.append(v)
+            assert label == label_of_video(v)
+            frames = LENGTHS[v % PER_CLASS]
+            start = (frames - 7) // 2
+            assert frame_indices(clip) == [start, start + 2, start + 4, start + 6]
+            assert not is_flipped(clip)
+    assert [len(data(i)[1]) for i in range(3)] == [4, 4, 1]
+    assert sorted(seen) == list(range(9))
+    data.on_epoch_end(0)
+    np.testing.assert_array_equal(data(1)[0], folder(tree, train=False, dtype="uint8")(1)[0])
+
+
+def test_float32_clips_are_uint8_scaled_to_unit_range(tree):
+    as_float = folder(tree, train=False)(0)[0]
+    as_uint8 = folder(tree, train=False, dtype="uint8")(0)[0]
+    assert as_float.dtype == np.float32
+    assert as_float.min() >= 0 and as_float.max() <= 1
+    np.testing.assert_allclose(as_float, as_uint8 / 255, atol=1e-6)
+
+
+def epoch_batches(data: VideoFolder) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [data(i) for i in range(len(data))]
+
+
+def test_train_batches_are_full_labelled_and_cover_every_video(tree):
+    data = folder(tree, train=True, dtype="uint8")
+    assert len(data) == 3
+    seen = set()
+    for clips, labels in epoch_batches(data):
+        assert clips.shape == (4, 4, 16, 20, 3)
+        for clip, label in zip(clips, labels, strict=True):
+            v = video_id(clip)
+            seen.add(v)
+            assert label == label_of_video(v)
+            first = frame_indices(clip)[0]
+            assert frame_indices(clip) == [first, first + 2, first + 4, first + 6]
+            assert first + 6 < LENGTHS[v % PER_CLASS]
+    assert seen == set(range(9))
+
+
+def test_train_augmentation_is_seeded_and_changes_per_epoch(tree):
+    a, b = folder(tree), folder(tree)
+    first = epoch_batches(a)
+    for (x, y), (x2, y2) in zip(first, epoch_batches(b), strict=True):
+        np.testing.assert_array_equal(x, x2)
+        np.testing.assert_array_equal(y, y2)
+    a.on_epoch_end(0)
+    assert a.epoch == 1
+    second = epoch_batches(a)
+    assert not all(np.array_equal(x, x2) for (x, _), (x2, _) in zip(first, second, strict=True))
+    other_seed = epoch_batches(folder(tree, seed=8))
+    assert not all(np.array_equal(x, x2) for (x, _), (x2, _) in zip(first, other_seed, strict=True))
+    b.set_epoch(1)
+    for (x, _), (x2, _) in zip(second, epoch_batches(b), strict=True):
+        np.testing.assert_array_equal(x, x2)
+
+
+def test_train_augmentation_uses_offsets_crops_and_flips(tree):
+    data = folder(tree, dtype="uint8")
+    starts, flips, crops = set(), set(), set()
+    for epoch in range(6):
+        data.set_epoch(epoch)
+        for clips, _ in epoch_batches(data):
+            for clip in clips:
+                starts.add((video_id(clip), frame_indices(clip)[0]))
+                flips.add(is_flipped(clip))
+                crops.add(int(clip[0, 0, 0, 2]))  # blue at the top-left corner: where the crop starts
+    assert flips == {False, True}
+    assert len(starts) > 9  # some video started at two different frames
+    assert len(crops) > 2
+
+
+def run_loader(data: VideoFolder, num_threads: int, epochs: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    with DataLoader(data, num_threads=num_threads, max_len=2, shuffle=True, seed=3, ordered=True) as loader:
+        return [list(loader) for _ in range(epochs)]
+
+
+def test_results_do_not_depend_on_the_number_of_loader_threads(tree):
+    one = run_loader(folder(tree), 1, 2)
+    three = run_loader(folder(tree), 3, 2)
+    for epoch_one, epoch_three in zip(one, three, strict=True):
+        assert len(epoch_one) == 3
+        for (x, y), (x3, y3) in zip(epoch_one, epoch_three, strict=True):
+            np.testing.assert_array_equal(x, x3)
+            np.testing.assert_array_equal(y, y3)
+    # The loader's on_epoch_end moved the folder to the next epoch: new clips.
+    assert not all(np.array_equal(a[0], b[0]) for a, b in zip(one[0], one[1], strict=True))
+
+
+# Bad input
+
+
+@pytest.fixture
+def bad_tree(tmp_path) -> Path:
+    for k in range(3):
+        write_video(tmp_path / "a" / f"good{k}.avi", 20, video_id=k)
+        write_video(tmp_path / "b" / f"good{k}.avi", 20, video_id=3 + k)
+    (tmp_path / "a" / "fake.avi").write_text("not a video")
+    write_video(tmp_path / "b" / "short.avi", 3, video_id=9)
+    truncate(write_video(tmp_path / "b" / "cut.avi", 20, video_id=10, fourcc="MJPG"), 0.6)
+    return tmp_path
+
+
+def test_bad_video_raises_at_construction_naming_it(bad_tree):
+    (bad_tree / "b" / "short.avi").unlink()
+    with pytest.raises(VideoDecodeError, match=r"fake\.avi.*cannot be opened"):
+        folder(bad_tree)
+    (bad_tree / "a" / "fake.avi").unlink()
+    write_video(bad_tree / "b" / "short.avi", 3, video_id=9)
+    with pytest.raises(VideoDecodeError, match=r"short\.avi.*has 3 frames.*needs \(7\)"):
+        folder(bad_tree)
+
+
+def test_truncated_video_raises_from_the_call_naming_it(bad_tree):
+    (bad_tree / "a" / "fake.avi").unlink()
+    (bad_tree / "b" / "short.avi").unlink()
+    data = folder(bad_tree, train=False)  # the header of cut.avi claims all its frames
+    with pytest.raises(VideoDecodeError, match=r"cut\.avi.*truncated or corrupt.*exact_counts=True"):
+        epoch_batches(data)
+
+
+def test_exact_counts_find_the_truncated_video_at_construction(bad_tree):
+    (bad_tree / "a" / "fake.avi").unlink()
+    (bad_tree / "b" / "short.avi").unlink()
+    with pytest.raises(VideoDecodeError, match=r"cut\.avi.*has \d frames"):
+        folder(bad_tree, exact_counts=True)
+
+
+def test_skip_replaces_bad_videos_and_reports_them(bad_tree, caplog):
+    with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
+        data = folder(bad_tree, on_error="skip", dtype="uint8")
+        assert set(map(Path, data.skipped)) == {bad_tree / "a" / "fake.avi", bad_tree / "b" / "short.avi"}
+        assert len(data.samples) == 7  # 6 good and cut.avi, whose header looks fine
+        for epoch in range(3):
+            data.set_epoch(epoch)
+            for clips, labels in epoch_batches(data):
+                assert len(clips) == 4
+                for clip, label in zip(clips, labels, strict=True):
+                    v = video_id(clip)
+                    assert v < 6, "a clip of a bad video was returned"
+                    assert label == v // 3
+    assert Path(next(p for p in data.skipped if p.endswith("cut.avi"))).name == "cut.avi"
+    assert data.skipped[str(bad_tree / "a" / "fake.avi")].startswith("cannot be opened as a video")
+    assert data.skipped[str(bad_tree / "b" / "short.avi")].startswith("has 3 frames")
+    assert "truncated or corrupt" in data.skipped[str(bad_tree / "b" / "cut.avi")]
+    assert data.replaced >= 1
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    for name in ("fake.avi", "short.avi", "cut.avi"):
+        assert name in logged
+
+
+def test_empty_or_missing_root_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing"):
+        folder(tmp_path / "missing")
+    with pytest.raises(ValueError, match="no class folders"):
+        folder(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "readme.txt").write_text("hi")
+    with pytest.raises(ValueError, match=r"a has no video files"):
+        folder(tmp_path)
+
+
+def test_every_video_bad_is_an_error_even_when_skipping(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.avi").write_text("nope")
+    with pytest.raises(ValueError, match=r"no usable video.*skipped"):
+        folder(tmp_path, on_error="skip")
+
+
+def test_classes_argument_fixes_the_label_order(tree):
+    data = folder(tree, train=False, classes=["walk", "clap"])
+    assert data.classes == ["walk", "clap"]
+    assert {(Path(p).parent.name, label) for p, label, _ in data.samples} == {("walk", 0), ("clap", 1)}
+    with pytest.raises(FileNotFoundError, match="run"):
+        folder(tree, classes=["run"])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(batch_size=0), dict(clip_len=0), dict(on_error="ignore"), dict(dtype="float64"), dict(seed=-1)],
+)
+def test_video_folder_rejects_bad_arguments(tree, kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        folder(tree, **kwargs)
+
+
+def test_a_video_removed_after_construction_is_reported(tree, tmp_path):
+    root = tmp_path / "copy"
+    for k in range(2):
+        write_video(root / "a" / f"v{k}.avi", 20, video_id=k)
+    strict = folder(root, train=False, batch_size=2)
+    skipping = folder(root, train=False, batch_size=2, on_error="skip", dtype="uint8")
+    (root / "a" / "v1.avi").unlink()
+    with pytest.raises(FileNotFoundError, match=r"v1\.avi"):
+        strict(0)
+    clips, _ = skipping(0)
+    assert [video_id(c) for c in clips] == [0, 0]
+    assert list(skipping.skipped) == [str(root / "a" / "v1.avi")]
+    assert skipping.replaced == 1
+
+
+def test_video_folder_with_seek_makes_the_same_batches(tree):
+    for train in (True, False):
+        for (x, y), (x2, y2) in zip(
+            epoch_batches(folder(tree, train=train)), epoch_batches(folder(tree, train=train, seek=True)), strict=True
+        ):
+            np.testing.assert_array_equal(x, x2)
+            np.testing.assert_array_equal(y, y2)

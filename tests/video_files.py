@@ -1,0 +1,74 @@
+"""Small videos for tests, whose pixels say which video and which frame they are.
+
+Written with the lossless FFV1 codec, so values survive encoding exactly: in
+frame ``i`` of video ``v``, channel 0 (red) is ``FRAME_STEP * i`` everywhere,
+channel 1 (green) is ``VIDEO_STEP * v + VIDEO_OFFSET`` everywhere, and channel 2
+(blue) rises from left to right, so that a horizontal flip shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+FRAME_STEP = 4  # up to 64 frames
+VIDEO_STEP = 12  # up to 20 videos
+VIDEO_OFFSET = 6
+HEIGHT, WIDTH = 32, 40
+
+
+def write_video(
+    path: Path,
+    n_frames: int,
+    video_id: int = 0,
+    size: tuple[int, int] = (HEIGHT, WIDTH),
+    fourcc: str = "FFV1",
+    fps: float = 25.0,
+) -> Path:
+    """Write an indexed video (see the module docstring) and return its path."""
+    height, width = size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (width, height))
+    assert writer.isOpened(), f"OpenCV cannot write {fourcc} here"
+    ramp = np.linspace(0, 255, width).round().astype(np.uint8)
+    for i in range(n_frames):
+        frame = np.empty((height, width, 3), np.uint8)  # OpenCV writes BGR
+        frame[..., 2] = FRAME_STEP * i
+        frame[..., 1] = VIDEO_STEP * video_id + VIDEO_OFFSET
+        frame[..., 0] = ramp
+        writer.write(frame)
+    writer.release()
+    return path
+
+
+def frame_indices(clip: np.ndarray) -> list[int]:
+    """The frame index each frame of an RGB clip (uint8 or float in [0, 1]) encodes."""
+    red = _as_uint8(clip)[..., 0].mean(axis=(1, 2))
+    return [round(float(v) / FRAME_STEP) for v in red]
+
+
+def video_id(clip: np.ndarray) -> int:
+    """The video id an RGB clip encodes."""
+    green = _as_uint8(clip)[..., 1].mean()
+    return round((float(green) - VIDEO_OFFSET) / VIDEO_STEP)
+
+
+def is_flipped(clip: np.ndarray) -> bool:
+    """Whether the blue ramp falls from left to right."""
+    blue = _as_uint8(clip)[..., 2].astype(float)
+    return bool(blue[:, :, 0].mean() > blue[:, :, -1].mean())
+
+
+def truncate(path: Path, keep: float) -> Path:
+    """Cut a file to ``keep`` of its bytes, as an interrupted copy would."""
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    return path
+
+
+def _as_uint8(clip: np.ndarray) -> np.ndarray:
+    if clip.dtype == np.uint8:
+        return clip
+    return (clip * 255).round().astype(np.uint8)
