@@ -150,6 +150,11 @@ class DataLoader:
         return self._closed
 
     @property
+    def yield_fn(self) -> Callable[..., Any]:
+        """The yield function the threads call."""
+        return self._yield_fn
+
+    @property
     def threads(self) -> tuple[threading.Thread, ...]:
         """The loader threads started so far (none before the first iteration)."""
         return tuple(self._threads)

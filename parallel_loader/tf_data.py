@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .data_loader import DataLoader
-from .yield_function import batches_per_epoch
+from .yield_function import epoch_length
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -80,11 +80,13 @@ def as_tf_dataset(
 
     if isinstance(source, DataLoader):
         # The yield function is read for inference only; the loader keeps calling it.
-        yield_fn = source._yield_fn
-        length = None if source._stream else len(source)
+        yield_fn = source.yield_fn
+        length = epoch_length(yield_fn)
+        if length is None:
+            length = source.batches_per_epoch
     else:
         yield_fn = source
-        length = batches_per_epoch(source)
+        length = epoch_length(source)
         # Check the loader's arguments now rather than in TensorFlow's generator thread.
         DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name).close()
     if output_signature is None:
