@@ -30,6 +30,10 @@ __all__ = ["DataLoader", "LoaderClosed"]
 
 log = logging.getLogger(__name__)
 
+# A word of the random key of the shuffled order, so that it differs from any
+# random stream a yield function derives from the same seed and epoch.
+_SHUFFLE_KEY = 0x5348554646
+
 # Stands in the result queue for a stream call that raised StopIteration, so that
 # every position handed out is accounted for. Never None: None can be a batch.
 _NO_BATCH = object()
@@ -257,22 +261,32 @@ class DataLoader:
                     f"{self.name}: an iteration over this DataLoader is in progress; "
                     "finish it or close its iterator before starting another"
                 )
+            # Active, but nothing to hand out until the epoch's positions are set below.
             self._active = True
             self._epoch += 1
-            if length is not None:
-                if self.shuffle:
-                    rng = np.random.default_rng([self.seed, self._epoch])
-                    self._order = rng.permutation(length).tolist()
-                else:
-                    self._order = range(length)
+            epoch = self._epoch
+        try:
+            on_epoch_begin = getattr(self._yield_fn, "on_epoch_begin", None)
+            if on_epoch_begin is not None:
+                self._wait_idle()  # a call left over from an abandoned epoch may still run
+                on_epoch_begin(epoch)
+            order: Sequence[int] = range(length or 0)
+            if self.shuffle:
+                order = np.random.default_rng([self.seed, _SHUFFLE_KEY, epoch]).permutation(length).tolist()
+        except BaseException:
+            with self._work:
+                self._active = False
+            raise
+        with self._work:
+            self._order = order
             self._length = length
             self._next = 0
             self._yielded = 0
-            if not self._threads:
+            if not self._threads and not self._closed:
                 # Under the lock, so that a close() in another thread sees every thread.
                 self._start_threads()
             self._work.notify_all()
-        return self._epoch
+        return epoch
 
     def _deliver(self, epoch: int) -> Iterator[Any]:
         received = 0

@@ -39,6 +39,14 @@ class YieldFunction:
         """Return the batch with this index, 0 <= index < len(self). Any object will do."""
         raise TypeError(f"{type(self).__name__} must define __call__(index) returning a batch")
 
+    def on_epoch_begin(self, epoch: int) -> None:
+        """Called in the consuming thread before the first call of ``epoch``.
+
+        No loader thread is running the yield function at that moment. Randomness
+        that should differ per epoch can be keyed on the epoch given here; the
+        first epoch's number is the loader's ``first_epoch``. The default does nothing.
+        """
+
     def on_epoch_end(self, epoch: int) -> None:
         """Called in the consuming thread after every batch of ``epoch`` was delivered.
 

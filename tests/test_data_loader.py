@@ -341,6 +341,44 @@ def test_an_endless_stream_stops_when_the_consumer_breaks_and_closes():
     assert not any(t.is_alive() for t in loader.threads)
 
 
+def test_on_epoch_begin_runs_in_the_consumer_before_any_call_of_the_epoch():
+    class Begins(YieldFunction):
+        def __init__(self):
+            self.epoch = None
+            self.log = []
+
+        def __len__(self):
+            return 6
+
+        def on_epoch_begin(self, epoch):
+            self.log.append(("begin", epoch, threading.current_thread().name))
+            self.epoch = epoch
+
+        def __call__(self, index):
+            return self.epoch  # the calls see the epoch set before they started
+
+    fn = Begins()
+    me = threading.current_thread().name
+    with DataLoader(fn, num_threads=3, first_epoch=4) as loader:
+        assert list(loader) == [4] * 6
+        for _ in loader:
+            break  # an abandoned epoch began too
+        assert list(loader) == [6] * 6
+    assert fn.log == [("begin", 4, me), ("begin", 5, me), ("begin", 6, me)]
+
+
+def test_an_error_in_on_epoch_begin_leaves_the_loader_usable():
+    class FailsOnce(Indices):
+        def on_epoch_begin(self, epoch):
+            if epoch == 0:
+                raise ValueError("not ready")
+
+    with DataLoader(FailsOnce(5), num_threads=2) as loader:
+        with pytest.raises(ValueError, match="not ready"):
+            list(loader)
+        assert sorted(loader) == list(range(5))
+
+
 def test_on_epoch_end_is_skipped_for_an_abandoned_epoch():
     fn = Indices(10)
     with DataLoader(fn, num_threads=2) as loader:
