@@ -12,7 +12,7 @@ import pytest
 from parallel_loader import DataLoader
 from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
 
-from .video_files import frame_indices, is_flipped, truncate, video_id, write_video
+from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video
 
 N_FRAMES = 30
 
@@ -162,6 +162,13 @@ def folder(root, **kwargs) -> VideoFolder:
     return VideoFolder(root, **args)
 
 
+def crop_window_of(data: VideoFolder, clip: np.ndarray) -> tuple[int, int, bool]:
+    """(top, left, flipped) of a uint8 clip of the tree, found in the uncropped decode of its frames."""
+    path = next(p for p, _, _ in data.samples if Path(p).stem == f"v{video_id(clip):02d}")
+    full = read_clip(path, frame_indices(clip)[0], data.clip_len, data.stride, data.decode_size)
+    return crop_window(clip, full)
+
+
 def test_labels_are_sorted_class_folders(tree):
     data = folder(tree, train=False)
     assert data.classes == ["clap", "jump", "walk"]
@@ -187,6 +194,8 @@ def test_eval_batches_hold_every_video_once_with_its_centre_clip_and_label(tree)
             start = (frames - 7) // 2
             assert frame_indices(clip) == [start, start + 2, start + 4, start + 6]
             assert not is_flipped(clip)
+            # Decoded at 18x23, so 2 spare rows and 3 spare columns: the centre crop starts at (1, 1).
+            assert crop_window_of(data, clip) == (1, 1, False)
     assert [len(data(i)[1]) for i in range(3)] == [4, 4, 1]
     assert sorted(seen) == list(range(9))
     data.on_epoch_end(0)
@@ -240,17 +249,22 @@ def test_train_augmentation_is_seeded_and_changes_per_epoch(tree):
 
 def test_train_augmentation_uses_offsets_crops_and_flips(tree):
     data = folder(tree, dtype="uint8")
-    starts, flips, crops = set(), set(), set()
-    for epoch in range(6):
+    starts, tops, lefts, flips = set(), set(), set(), set()
+    for epoch in range(4):
         data.set_epoch(epoch)
         for clips, _ in epoch_batches(data):
             for clip in clips:
                 starts.add((video_id(clip), frame_indices(clip)[0]))
-                flips.add(is_flipped(clip))
-                crops.add(int(clip[0, 0, 0, 2]))  # blue at the top-left corner: where the crop starts
-    assert flips == {False, True}
+                top, left, flipped = crop_window_of(data, clip)
+                tops.add(top)
+                lefts.add(left)
+                flips.add(flipped)
+                assert is_flipped(clip) == flipped
     assert len(starts) > 9  # some video started at two different frames
-    assert len(crops) > 2
+    # Decoded at 18x23 and cropped to 16x20: every top in 0..2 and left in 0..3 occurs.
+    assert tops == {0, 1, 2}
+    assert lefts == {0, 1, 2, 3}
+    assert flips == {False, True}
 
 
 def run_loader(data: VideoFolder, num_threads: int, epochs: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
