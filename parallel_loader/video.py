@@ -143,8 +143,8 @@ def read_clip(
         ValueError: an argument is out of range.
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file is not a video, or it ends (truncated, corrupt
-            or just short) before the last frame asked for. A clip is never
-            returned short or padded.
+            or just short) before the last frame asked for, or with ``seek=True``
+            the seek to ``start`` fails. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
     capture = _open(path)
@@ -152,7 +152,17 @@ def read_clip(
         clip: np.ndarray | None = None
         position = 0  # the index of the frame the next grab() decodes
         if seek and start > 0:
-            capture.set(cv2.CAP_PROP_POS_FRAMES, start)
+            # A seek past the end (or in a file FFmpeg cannot seek in) fails or lands
+            # elsewhere without an exception: check where the capture says it is.
+            moved = capture.set(cv2.CAP_PROP_POS_FRAMES, start)
+            landed = capture.get(cv2.CAP_PROP_POS_FRAMES)
+            if not moved or landed != start:
+                header = max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
+                raise VideoDecodeError(
+                    path,
+                    f"the seek to frame {start} failed (the capture is at frame {landed:g}; "
+                    f"the header claims {header} frames)",
+                )
             position = start
         for k in range(clip_len):
             target = start + k * stride

@@ -43,6 +43,11 @@ def test_seeking_gives_the_same_frames_as_grabbing(tmp_path, fourcc):
         read_clip(path, 58, 3, seek=True)
 
 
+def test_a_seek_past_the_end_is_an_error_saying_the_seek_failed(video):
+    with pytest.raises(VideoDecodeError, match=r"clip\.avi: the seek to frame 40 failed"):
+        read_clip(video, 40, 2, seek=True)
+
+
 def test_read_clip_up_to_the_last_frame(video):
     clip = read_clip(video, N_FRAMES - 10, 5, 2)
     assert frame_indices(clip)[-1] == N_FRAMES - 2
