@@ -231,6 +231,9 @@ class VideoFolder(YieldFunction):
     video removed after construction is handled the same way. Loader threads add
     to ``skipped`` during an epoch, so read it between epochs or after the run.
 
+    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
+    are ignored.
+
     Args:
         root: the folder whose subfolders are the classes.
         batch_size: clips per batch.
@@ -488,7 +491,11 @@ def _scan(root: Path, classes: Sequence[str] | None, extensions: set[str]) -> tu
             raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
     found: list[tuple[str, int]] = []
     for label, name in enumerate(classes):
-        files = sorted(p for p in (root / name).iterdir() if p.is_file() and p.suffix.lower() in extensions)
+        files = sorted(
+            p
+            for p in (root / name).iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in extensions
+        )
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "

@@ -369,6 +369,15 @@ def test_every_video_bad_is_an_error_even_when_skipping(tmp_path):
         folder(tmp_path, on_error="skip")
 
 
+def test_hidden_files_are_not_videos(tmp_path):
+    root = tmp_path / "hidden"
+    write_video(root / "a" / "v00.avi", 20, video_id=0)
+    (root / "a" / "._v00.avi").write_bytes(b"\x00\x05\x16\x07 resource fork")  # what macOS leaves on other disks
+    data = folder(root, train=False)
+    assert [Path(p).name for p, _, _ in data.samples] == ["v00.avi"]
+    assert not data.skipped
+
+
 def test_classes_argument_fixes_the_label_order(tree):
     data = folder(tree, train=False, classes=["walk", "clap"])
     assert data.classes == ["walk", "clap"]
