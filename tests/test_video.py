@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader
-from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
+from parallel_loader.data_loader import _SHUFFLE_KEY
+from parallel_loader.video import _CLIP_KEY, _ORDER_KEY, VideoDecodeError, VideoFolder, frame_count, probe, read_clip
 
 from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video
 
@@ -241,7 +242,7 @@ def test_train_augmentation_is_seeded_and_changes_per_epoch(tree):
     for (x, y), (x2, y2) in zip(first, epoch_batches(b), strict=True):
         np.testing.assert_array_equal(x, x2)
         np.testing.assert_array_equal(y, y2)
-    a.on_epoch_end(0)
+    a.set_epoch(1)
     assert a.epoch == 1
     second = epoch_batches(a)
     assert not all(np.array_equal(x, x2) for (x, _), (x2, _) in zip(first, second, strict=True))
@@ -285,8 +286,47 @@ def test_results_do_not_depend_on_the_number_of_loader_threads(tree):
         for (x, y), (x3, y3) in zip(epoch_one, epoch_three, strict=True):
             np.testing.assert_array_equal(x, x3)
             np.testing.assert_array_equal(y, y3)
-    # The loader's on_epoch_end moved the folder to the next epoch: new clips.
+    # The loader's on_epoch_begin moved the folder to the next epoch: new clips.
     assert not all(np.array_equal(a[0], b[0]) for a, b in zip(one[0], one[1], strict=True))
+
+
+def test_an_epoch_abandoned_part_way_does_not_repeat_its_clips(tree):
+    data = folder(tree, dtype="uint8")
+    with DataLoader(data, num_threads=2, max_len=1, ordered=True) as loader:
+        batches = iter(loader)
+        abandoned = next(batches)
+        batches.close()  # as a consumer that counts its steps leaves an epoch
+        next_epoch = list(loader)
+    assert data.epoch == 1
+    assert not np.array_equal(abandoned[0], next_epoch[0][0])
+    for x, _ in next_epoch:
+        assert not any(np.array_equal(clip, other) for clip in x for other in abandoned[0])
+
+
+def test_a_loader_starting_at_a_later_epoch_makes_that_epochs_batches(tree):
+    from_zero = run_loader(folder(tree), 2, 4)[3]
+    data = folder(tree)
+    with DataLoader(data, num_threads=2, max_len=2, shuffle=True, seed=3, ordered=True, first_epoch=3) as loader:
+        from_three = list(loader)
+    assert data.epoch == 3
+    for (x, y), (x3, y3) in zip(from_zero, from_three, strict=True):
+        np.testing.assert_array_equal(x, x3)
+        np.testing.assert_array_equal(y, y3)
+
+
+def test_random_streams_have_fixed_length_keys_with_their_own_tags(tree):
+    """Sample order from [seed, ORDER, epoch]; clip start from [seed, CLIP, epoch, position, attempt]."""
+    assert len({_ORDER_KEY, _CLIP_KEY, _SHUFFLE_KEY}) == 3
+    data = folder(tree, dtype="uint8")
+    data.set_epoch(2)
+    order = np.random.default_rng([7, _ORDER_KEY, 2]).permutation(len(data.samples))
+    for index, (clips, _) in enumerate(epoch_batches(data)):
+        for k, clip in enumerate(clips):
+            position = index * data.batch_size + k
+            path, _, frames = data.samples[order[position % len(order)]]
+            assert Path(path).stem == f"v{video_id(clip):02d}"
+            start = np.random.default_rng([7, _CLIP_KEY, 2, position, 0]).integers(frames - data.span + 1)
+            assert frame_indices(clip)[0] == start
 
 
 # Bad input
@@ -362,6 +402,34 @@ def test_empty_or_missing_root_is_a_clear_error(tmp_path):
         folder(tmp_path)
 
 
+@pytest.fixture
+def tree_losing_a_video(tmp_path) -> tuple[Path, Path]:
+    """Nine good videos in two classes; the tree and the one that tests delete after construction."""
+    for v in range(9):
+        write_video(tmp_path / "ab"[v % 2] / f"v{v:02d}.avi", 20 + v, video_id=v)
+    return tmp_path, tmp_path / "a" / "v04.avi"
+
+
+def test_skipping_makes_the_same_batches_in_any_order_and_with_any_thread_count(tree_losing_a_video):
+    root, lost = tree_losing_a_video
+    folders = [folder(root, on_error="skip", dtype="uint8", batch_size=4) for _ in range(4)]
+    lost.unlink()  # every attempt to decode it fails from now on
+    forward = {(e, i): folders[0].set_epoch(e) or folders[0](i) for e in range(3) for i in range(3)}
+    backward = {(e, i): folders[1].set_epoch(e) or folders[1](i) for e in (2, 1, 0) for i in (2, 0, 1)}
+    one, three = run_loader(folders[2], 1, 3), run_loader(folders[3], 3, 3)
+    for key, (x, y) in forward.items():
+        assert 4 not in [video_id(clip) for clip in x]
+        np.testing.assert_array_equal(x, backward[key][0])
+        np.testing.assert_array_equal(y, backward[key][1])
+    for epoch_one, epoch_three in zip(one, three, strict=True):  # in the loader's shuffled order
+        for (x, y), (x3, y3) in zip(epoch_one, epoch_three, strict=True):
+            np.testing.assert_array_equal(x, x3)
+            np.testing.assert_array_equal(y, y3)
+    for data in folders:
+        assert list(data.skipped) == [str(lost)]
+        assert data.replaced == folders[0].replaced > 0
+
+
 def test_every_video_bad_is_an_error_even_when_skipping(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.avi").write_text("nope")
@@ -378,6 +446,20 @@ def test_hidden_files_are_not_videos(tmp_path):
     assert not data.skipped
 
 
+def test_numpy_ints_are_accepted_as_ints(tree):
+    args = dict(batch_size=4, clip_len=4, stride=2, size=(16, 20), seed=7)
+    plain = VideoFolder(tree, **args, dtype="uint8")
+    numpy = VideoFolder(
+        tree,
+        **{k: np.int64(v) if k != "size" else tuple(np.int32(s) for s in v) for k, v in args.items()},
+        dtype="uint8",
+    )
+    assert type(numpy.batch_size) is int and type(numpy.seed) is int
+    numpy.set_epoch(np.int64(1))
+    plain.set_epoch(1)
+    np.testing.assert_array_equal(plain(0)[0], numpy(0)[0])
+
+
 def test_classes_argument_fixes_the_label_order(tree):
     data = folder(tree, train=False, classes=["walk", "clap"])
     assert data.classes == ["walk", "clap"]
@@ -388,7 +470,15 @@ def test_classes_argument_fixes_the_label_order(tree):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(batch_size=0), dict(clip_len=0), dict(on_error="ignore"), dict(dtype="float64"), dict(seed=-1)],
+    [
+        dict(batch_size=0),
+        dict(clip_len=0),
+        dict(on_error="ignore"),
+        dict(dtype="float64"),
+        dict(seed=-1),
+        dict(seed=1.5),
+        dict(stride=True),
+    ],
 )
 def test_video_folder_rejects_bad_arguments(tree, kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
