@@ -34,12 +34,25 @@ def as_tf_dataset(
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
-    Each iteration of the dataset (each epoch of ``model.fit``) is one epoch of
-    the loader, so the dataset can be iterated again and again; do not add
-    ``.repeat()`` to a ``fit`` with ``epochs``. The loader's epoch is finished,
-    and the yield function's ``on_epoch_end`` called, before the last batch of
-    an epoch is handed on, so a consumer that stops after exactly the epoch's
-    batches still moves the epoch on.
+    Each iteration of the dataset is one epoch of the loader, so the dataset
+    can be iterated again and again. The loader's epoch is finished, and the
+    yield function's ``on_epoch_end`` called, before the last batch of an epoch
+    is handed on, so a consumer that stops after exactly the epoch's batches
+    still moves the epoch on.
+
+    With Keras:
+
+    * ``model.fit(dataset, epochs=n)``: pass the dataset as it is; each ``fit``
+      epoch is one loader epoch. Do not add ``.repeat()``, which would make the
+      first ``fit`` epoch endless.
+    * ``model.fit(dataset.repeat(), epochs=n, steps_per_epoch=k)``: with
+      ``steps_per_epoch``, Keras keeps one iterator across its epochs, and
+      without ``.repeat()`` it runs out at the end of each loader epoch ("Your
+      input ran out of data") and cuts that ``fit`` epoch short. With
+      ``.repeat()`` every step gets a batch; each pass of the repeat is a new
+      loader epoch, whose number the yield function's ``on_epoch_begin`` is
+      given (so seeded augmentation differs per pass), and ``fit`` epochs need
+      not line up with loader epochs.
 
     Who owns the threads:
 
@@ -53,7 +66,8 @@ def as_tf_dataset(
       ``steps_per_epoch``) closes its loader when TensorFlow releases the
       iterator, which may be a moment later, in another thread. Epoch numbers
       go on from one iteration to the next, so seeded shuffling differs per
-      epoch; an epoch left part way does not call ``on_epoch_end``.
+      epoch and ``on_epoch_begin`` gets each epoch's number; an epoch left part
+      way does not call ``on_epoch_end``.
 
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
