@@ -19,9 +19,8 @@ ready for ``VideoFolder``. Run it as::
 
 Existing complete videos (every frame decodes) are kept, so running it again
 costs only a decode of each; a set made with another seed or generator version
-is replaced, and videos a new
-``--per-class`` or ``--val-fraction`` puts elsewhere are removed
-(``OUT/.sample_data.json`` records what made the set).
+is replaced, and videos a new ``--per-class`` or ``--val-fraction`` puts
+elsewhere are removed (``OUT/.sample_data.json`` records what made the set).
 """
 
 from __future__ import annotations
