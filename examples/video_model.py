@@ -27,7 +27,7 @@ def build_model(num_classes: int, clip_shape: tuple[int, int, int, int]) -> kera
 
     Args:
         num_classes: the number of outputs (logits, no softmax).
-        clip_shape: ``(frames, height, width, channels)`` of one clip.
+        clip_shape: ``(frames, height, width, channels)`` of one clip; at least 2 frames.
 
     Returns:
         An uncompiled ``keras.Model`` mapping a float clip batch to logits.
@@ -38,7 +38,7 @@ def build_model(num_classes: int, clip_shape: tuple[int, int, int, int]) -> kera
     x = keras.layers.Concatenate(axis=-1)([inputs[:, 1:], inputs[:, 1:] - inputs[:, :-1]])
     for filters, pool in ((16, (1, 2, 2)), (32, (2, 2, 2)), (64, (2, 2, 2))):
         x = keras.layers.Conv3D(filters, 3, padding="same", activation="relu")(x)
-        x = keras.layers.MaxPooling3D(pool)(x)
+        x = keras.layers.MaxPooling3D(pool, padding="same")(x)  # any clip of 2 or more frames fits
     x = keras.layers.GlobalAveragePooling3D()(x)
     outputs = keras.layers.Dense(num_classes, name="logits")(x)
     return keras.Model(inputs, outputs, name="video_conv3d")

@@ -15,22 +15,33 @@ epoch that was abandoned part way are recognised and dropped.
 from __future__ import annotations
 
 import logging
+import operator
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from .fifo_queue import FIFOQueue, QueueClosed
-from .yield_function import batches_per_epoch
+from .yield_function import epoch_length
 
 __all__ = ["DataLoader", "LoaderClosed"]
 
 log = logging.getLogger(__name__)
 
+# A word of the random key of the shuffled order, so that it differs from any
+# random stream a yield function derives from the same seed and epoch.
+_SHUFFLE_KEY = 0x5348554646
+
 # Stands in the result queue for a stream call that raised StopIteration, so that
 # every position handed out is accounted for. Never None: None can be a batch.
 _NO_BATCH = object()
+
+
+# After an error or Ctrl-C, how long to wait for loader threads still inside a call
+# of the yield function: they take no more work and end when that call returns.
+STOP_TIMEOUT = 0.5
 
 
 class LoaderClosed(RuntimeError):
@@ -43,7 +54,9 @@ class DataLoader:
     Iterating the loader gives one epoch: every index in ``range(len(yield_fn))``
     exactly once, whatever the number of threads. A yield function without
     ``__len__`` is a stream: each iteration calls it until it raises
-    ``StopIteration`` (or for ever, until the consumer stops).
+    ``StopIteration``, ``batches_per_epoch`` times if that is given, or for ever,
+    until the consumer stops. Loader threads call a stream concurrently, in no
+    particular order.
 
     Threads start at the first iteration and stop at ``close()``; use the loader
     as a context manager. Iterate from one thread at a time.
@@ -56,11 +69,13 @@ class DataLoader:
             batches exist at once, in ordered mode too.
         shuffle: visit the indices of each epoch in a new random order.
         seed: makes the shuffled orders reproducible; each epoch still differs.
-        ordered: deliver batches in sequence order (as ``tf.data``'s
+        ordered: deliver batches in index order (as ``tf.data``'s
             ``deterministic=True``); otherwise each batch comes as soon as it is ready.
+            Needs a yield function with ``__len__``.
         name: prefix of the thread names.
         first_epoch: the number of the first epoch, to continue a run's sequence of
             shuffled orders (and the epochs passed to ``on_epoch_end``) in a new loader.
+        batches_per_epoch: for a stream only: the most calls that make one epoch.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -77,15 +92,28 @@ class DataLoader:
         ordered: bool = False,
         name: str = "DataLoader",
         first_epoch: int = 0,
+        batches_per_epoch: int | None = None,
     ) -> None:
-        _check_count("num_threads", num_threads)
-        _check_count("max_len", max_len)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise TypeError(f"seed must be a non-negative int or None, got {seed!r}")
-        self._length_now = batches_per_epoch(yield_fn)  # validates yield_fn early
-        self._stream = self._length_now is None
-        if self._stream and shuffle:
-            raise ValueError("shuffle=True needs a yield function with __len__; a stream has no indices to shuffle")
+        num_threads = _check_int("num_threads", num_threads, minimum=1)
+        max_len = _check_int("max_len", max_len, minimum=1)
+        first_epoch = _check_int("first_epoch", first_epoch, minimum=0)
+        if seed is not None:
+            seed = _check_int("seed", seed, minimum=0)
+        self._stream = epoch_length(yield_fn) is None  # also checks yield_fn, early
+        if self._stream:
+            for option, value in (("shuffle", shuffle), ("ordered", ordered)):
+                if value:
+                    raise ValueError(
+                        f"{option}=True needs a yield function with __len__ (a YieldFunction); "
+                        "a stream has no indices to put in order"
+                    )
+            if batches_per_epoch is not None:
+                batches_per_epoch = _check_int("batches_per_epoch", batches_per_epoch, minimum=1)
+        elif batches_per_epoch is not None:
+            raise ValueError(
+                "batches_per_epoch is for a stream; a yield function with __len__ gives its own epoch length"
+            )
+        self.batches_per_epoch = batches_per_epoch
         self._yield_fn = yield_fn
         self.num_threads = num_threads
         self.max_len = max_len
@@ -96,13 +124,16 @@ class DataLoader:
         self.name = name
         self._results = FIFOQueue(max_len)
         self._threads: list[threading.Thread] = []
-        # Guards everything below; loader threads wait on it for work.
-        self._work = threading.Condition(threading.Lock())
+        # One lock guards everything below. Loader threads wait on _work for work;
+        # the consumer waits on _idle for calls left running to finish.
+        lock = threading.Lock()
+        self._work = threading.Condition(lock)
+        self._idle = threading.Condition(lock)  # notified when _busy drops to 0
         self._closed = False
         self._failure: BaseException | None = None
+        self._failure_raised = False
         self._active = False  # an iteration is in progress
-        if isinstance(first_epoch, bool) or not isinstance(first_epoch, int) or first_epoch < 0:
-            raise ValueError(f"first_epoch must be a non-negative int, got {first_epoch!r}")
+        self._busy = 0  # calls of the yield function running now
         self._epoch = first_epoch - 1  # also tags results, to drop those of an abandoned epoch
         self._order: Sequence[int] = ()
         self._length: int | None = 0  # positions this epoch; None while a stream runs
@@ -123,6 +154,11 @@ class DataLoader:
         return self._closed
 
     @property
+    def yield_fn(self) -> Callable[..., Any]:
+        """The yield function the threads call."""
+        return self._yield_fn
+
+    @property
     def threads(self) -> tuple[threading.Thread, ...]:
         """The loader threads started so far (none before the first iteration)."""
         return tuple(self._threads)
@@ -131,7 +167,10 @@ class DataLoader:
         """Batches per epoch, as the yield function says now."""
         if self._stream:
             raise TypeError("a DataLoader over a stream (a yield function without __len__) has no length")
-        return batches_per_epoch(self._yield_fn)
+        return epoch_length(self._yield_fn)
+
+    def __bool__(self) -> bool:
+        return True  # a loader is a loader, whatever len() says (a stream has none)
 
     def __iter__(self) -> Iterator[Any]:
         """Run one epoch and yield its batches.
@@ -141,7 +180,8 @@ class DataLoader:
                 during the epoch.
             RuntimeError: another iteration over this loader is in progress.
             BaseException: whatever the yield function raised in a loader thread,
-                re-raised here with that thread's traceback; the loader is then closed.
+                re-raised here with that thread's traceback; the loader is then
+                stopped, and ``close()`` waits for the threads still in a call.
         """
         epoch = self._begin_epoch()
         completed = False
@@ -152,7 +192,21 @@ class DataLoader:
             self._end_epoch(completed)
         on_epoch_end = getattr(self._yield_fn, "on_epoch_end", None)
         if on_epoch_end is not None:
+            self._wait_idle()  # a call left over from an abandoned epoch may still run
             on_epoch_end(epoch)
+
+    def stop(self) -> None:
+        """Tell every loader thread to stop, without waiting: the first half of ``close()``.
+
+        Threads take no more work; those blocked on the full queue wake and end.
+        Safe from any thread; idempotent.
+        """
+        try:
+            with self._work:
+                self._closed = True
+                self._work.notify_all()
+        finally:
+            self._results.close()
 
     def close(self, timeout: float | None = None) -> None:
         """Stop every loader thread and wait for them to end.
@@ -160,25 +214,32 @@ class DataLoader:
         Threads busy in the yield function finish that call first. Idempotent.
 
         Args:
-            timeout: the most seconds to wait for each thread; ``None`` waits until
-                each ends. A thread still alive after it is logged.
+            timeout: the most seconds to wait for all the threads together; ``None``
+                waits until each ends. Threads still running then are logged; they
+                take no more work and end when their call returns.
         """
-        with self._work:
-            self._closed = True
-            self._work.notify_all()
-        self._results.close()
+        self.stop()
+        deadline = None if timeout is None else time.monotonic() + timeout
         current = threading.current_thread()
-        for thread in self._threads:
-            if thread is not current:
-                thread.join(timeout)
-                if thread.is_alive():
-                    log.warning("%s still running after close(timeout=%s)", thread.name, timeout)
+        others = [t for t in self._threads if t is not current]
+        for thread in others:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        running = [t.name for t in others if t.is_alive()]
+        if running:
+            log.warning(
+                "%s: %s still inside the yield function %.1f s after close(); they end when that call returns",
+                self.name, ", ".join(running), timeout,
+            )  # fmt: skip
+        if self._failure is not None and not self._failure_raised:
+            log.error("%s: a loader thread failed and nobody took the error", self.name, exc_info=self._failure)
+            self._failure_raised = True
 
     def __enter__(self) -> DataLoader:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        # On an error or Ctrl-C, wait only a moment: a slow call must not hold it back.
+        self.close(timeout=None if exc_type is None else STOP_TIMEOUT)
 
     def __repr__(self) -> str:
         return (
@@ -189,30 +250,43 @@ class DataLoader:
     # The consumer's side of an epoch.
 
     def _begin_epoch(self) -> int:
-        length = None if self._stream else batches_per_epoch(self._yield_fn)
+        length = self.batches_per_epoch if self._stream else epoch_length(self._yield_fn)
+        if self._failure is not None:
+            self._raise_failure()  # a failure in an abandoned epoch is not lost either
         with self._work:
             if self._closed:
-                raise LoaderClosed(self._closed_message())
+                raise LoaderClosed(self._closed_message()) from self._failure
             if self._active:
                 raise RuntimeError(
                     f"{self.name}: an iteration over this DataLoader is in progress; "
                     "finish it or close its iterator before starting another"
                 )
+            # Active, but nothing to hand out until the epoch's positions are set below.
             self._active = True
             self._epoch += 1
-            if length is not None:
-                if self.shuffle:
-                    rng = np.random.default_rng([self.seed, self._epoch])
-                    self._order = rng.permutation(length).tolist()
-                else:
-                    self._order = range(length)
+            epoch = self._epoch
+        try:
+            on_epoch_begin = getattr(self._yield_fn, "on_epoch_begin", None)
+            if on_epoch_begin is not None:
+                self._wait_idle()  # a call left over from an abandoned epoch may still run
+                on_epoch_begin(epoch)
+            order: Sequence[int] = range(length or 0)
+            if self.shuffle:
+                order = np.random.default_rng([self.seed, _SHUFFLE_KEY, epoch]).permutation(length).tolist()
+        except BaseException:
+            with self._work:
+                self._active = False
+            raise
+        with self._work:
+            self._order = order
             self._length = length
             self._next = 0
             self._yielded = 0
+            if not self._threads and not self._closed:
+                # Under the lock, so that a close() in another thread sees every thread.
+                self._start_threads()
             self._work.notify_all()
-        if not self._threads:
-            self._start_threads()
-        return self._epoch
+        return epoch
 
     def _deliver(self, epoch: int) -> Iterator[Any]:
         received = 0
@@ -227,9 +301,11 @@ class DataLoader:
             try:
                 tag, position, batch = self._results.dequeue()
             except QueueClosed:
+                tag = None  # handled outside the except, so as not to chain QueueClosed to the error
+            if tag is None:
                 if self._failure is not None:
                     self._raise_failure()
-                raise LoaderClosed(f"{self.name} was closed during epoch {epoch}") from None
+                raise LoaderClosed(f"{self.name} was closed during epoch {epoch}")
             if tag != epoch:
                 continue  # made for an epoch that was abandoned
             received += 1
@@ -264,8 +340,18 @@ class DataLoader:
 
     def _raise_failure(self) -> None:
         failure = self._failure
-        self.close()
+        if self._failure_raised:
+            raise LoaderClosed(self._closed_message()) from failure
+        self._failure_raised = True
+        # Raise at once; the other threads end after their current call. Leaving the
+        # with-block (or close()) then waits for them.
+        self.stop()
         raise failure
+
+    def _wait_idle(self) -> None:
+        with self._idle:
+            while self._busy:
+                self._idle.wait()
 
     def _closed_message(self) -> str:
         if self._failure is not None:
@@ -296,11 +382,13 @@ class DataLoader:
                     error.__cause__ = exc
                     self._fail(error, index)
                     return
-                self._end_stream()
+                self._end_stream(epoch)
                 batch = _NO_BATCH
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 self._fail(exc, index)
                 return
+            finally:
+                self._call_done()
             try:
                 self._results.enqueue((epoch, position, batch))
             except QueueClosed:
@@ -315,6 +403,7 @@ class DataLoader:
                 if self._may_hand_out():
                     position = self._next
                     self._next += 1
+                    self._busy += 1
                     index = position if self._stream else self._order[position]
                     return self._epoch, position, index
                 self._work.wait()
@@ -326,9 +415,15 @@ class DataLoader:
             return False
         return self._window is None or self._next < self._yielded + self._window
 
-    def _end_stream(self) -> None:
+    def _call_done(self) -> None:
         with self._work:
-            if self._length is None:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.notify_all()
+
+    def _end_stream(self, epoch: int) -> None:
+        with self._work:
+            if epoch == self._epoch:  # not a call left over from an abandoned epoch
                 self._length = self._next  # positions handed out so far are all there will be
 
     def _fail(self, exc: BaseException, index: int) -> None:
@@ -342,8 +437,14 @@ class DataLoader:
         self._results.close()
 
 
-def _check_count(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
+def _check_int(name: str, value: object, minimum: int) -> int:
+    """Return ``value`` as an int (numpy ints included) if it is one and at least ``minimum``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, got {number}")
+    return number

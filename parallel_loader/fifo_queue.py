@@ -80,7 +80,10 @@ class FIFOQueue:
         Raises:
             QueueClosed: the queue is closed, or was closed while waiting.
             TimeoutError: no room came within ``timeout`` seconds.
+            ValueError: ``timeout`` is negative.
         """
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be a non-negative number or None, got {timeout}")
         with self._not_full:
             if len(self._items) >= self._max_len and not self._closed:
                 self._wait(self._not_full, self._is_full, timeout, "enqueue")
@@ -100,7 +103,10 @@ class FIFOQueue:
         Raises:
             QueueClosed: the queue is closed and empty.
             TimeoutError: no item came within ``timeout`` seconds.
+            ValueError: ``timeout`` is negative.
         """
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"timeout must be a non-negative number or None, got {timeout}")
         with self._not_empty:
             if not self._items and not self._closed:
                 self._wait(self._not_empty, self._is_empty, timeout, "dequeue")
@@ -134,8 +140,6 @@ class FIFOQueue:
             while blocked():
                 cond.wait()
             return
-        if timeout < 0:
-            raise ValueError(f"timeout must be a non-negative number or None, got {timeout}")
         deadline = time.monotonic() + timeout
         while blocked():
             remaining = deadline - time.monotonic()

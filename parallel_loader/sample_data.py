@@ -5,21 +5,28 @@ Each video shows one disc on a textured, noisy background, 320x240 at 25 fps,
 ``XVID`` writer uses FFmpeg's encoder, so the AVI tag reads ``FMP4``). The
 disc's size, colour, start position and exact speed are random; its class is
 how it moves (up, down, sideways, ...), and it wraps around the frame edges so
-that it keeps moving. One frame therefore says nothing of the class: a model
-must compare frames, and a pipeline that mixes up labels or frame order cannot
-learn it. Every class is its own mirror image, so a horizontal flip keeps labels right.
+that it keeps moving. Every disc, still or moving, starts anywhere in the frame
+with equal chance and is drawn with its wrapped copies (a disc on an edge shows
+on both sides), so in every class the disc is equally likely to be anywhere in
+any one frame: one frame says nothing of the class, a model must compare frames,
+and a pipeline that mixes up labels or frame order cannot learn it. Every class
+is its own mirror image, so a horizontal flip keeps labels right.
 
 The tree is ``OUT/train/<class>/<class>_NNN.avi`` and ``OUT/val/<class>/...``,
 ready for ``VideoFolder``. Run it as::
 
     python -m parallel_loader.sample_data OUT --classes 5 --per-class 20
 
-Existing complete videos are kept, so running it again costs only a check.
+Existing complete videos (every frame decodes) are kept, so running it again
+costs only a decode of each; a set made with another seed or generator version
+is replaced, and videos a new ``--per-class`` or ``--val-fraction`` puts
+elsewhere are removed (``OUT/.sample_data.json`` records what made the set).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -36,6 +43,9 @@ __all__ = ["MOTIONS", "SampleDataSummary", "make_sample_data", "main"]
 log = logging.getLogger(__name__)
 
 WIDTH, HEIGHT, FPS = 320, 240, 25
+# Bump when the videos' content changes, so that older sets are rewritten, not kept.
+GENERATOR_VERSION = 3
+_STAMP = ".sample_data.json"
 SLOW, FAST = (2.5, 4.0), (7.0, 10.0)  # pixels per frame
 
 # Class name -> (vertical direction, horizontal direction, speed range). A horizontal
@@ -100,18 +110,22 @@ def make_sample_data(
     root = Path(out)
     summary = SampleDataSummary(root)
     n_val = min(per_class - 1, max(1 if per_class > 1 and val_fraction > 0 else 0, round(per_class * val_fraction)))
+    plan: dict[Path, tuple[str, int, int]] = {}  # path -> (class, label, index)
     for label, name in enumerate(list(MOTIONS)[:classes]):
         for i in range(per_class):
             split = "val" if i >= per_class - n_val else "train"
-            path = root / split / name / f"{name}_{i:03d}.avi"
-            rng = np.random.default_rng([seed, label, i])
-            n_frames = int(rng.integers(3 * FPS, 6 * FPS + 1))
-            if _complete(path, n_frames):
-                summary.kept += 1
-                continue
-            _write_video(path, name, n_frames, rng)
-            summary.written += 1
-            summary.frames += n_frames
+            plan[root / split / name / f"{name}_{i:03d}.avi"] = (name, label, i)
+    _remove_stale(root, set(plan), seed)
+    for path, (name, label, i) in plan.items():
+        rng = np.random.default_rng([seed, label, i])
+        n_frames = int(rng.integers(3 * FPS, 6 * FPS + 1))
+        if _complete(path, n_frames):
+            summary.kept += 1
+            continue
+        _write_video(path, name, n_frames, rng)
+        summary.written += 1
+        summary.frames += n_frames
+    (root / _STAMP).write_text(json.dumps({"generator": GENERATOR_VERSION, "seed": seed}) + "\n")
     log.info("%s", summary)
     return summary
 
@@ -135,30 +149,66 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _remove_stale(root: Path, planned: set[Path], seed: int) -> None:
+    """Delete videos this module wrote earlier that the new set does not have in the same place.
+
+    Another ``per_class`` or ``val_fraction`` moves videos between ``train/`` and
+    ``val/``; another seed or generator version changes their content. Only files
+    named as this module names them, in class folders it writes, are touched.
+    """
+    stamp = root / _STAMP
+    try:
+        previous = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        previous = None
+    same_content = previous == {"generator": GENERATOR_VERSION, "seed": seed}
+    if not same_content:
+        stamp.unlink(missing_ok=True)  # rewritten only once the new set is complete
+    removed = 0
+    for split in ("train", "val"):
+        for name in MOTIONS:
+            for path in (root / split / name).glob(f"{name}_[0-9][0-9][0-9]*.avi"):
+                if path not in planned or not same_content:
+                    path.unlink()
+                    removed += 1
+    if removed:
+        log.info("removed %d videos of an earlier sample set in %s that this one does not keep", removed, root)
+
+
 def _complete(path: Path, n_frames: int) -> bool:
-    """A video is complete if it exists and its header has the frame count it was written with."""
+    """A video is complete if it exists and all the frames it was written with decode.
+
+    The header is not enough: a file cut short keeps its header's frame count. A
+    decode of the whole file costs a few tens of milliseconds at this size.
+    """
     if not path.is_file():
         return False
     try:
-        return frame_count(path, exact=False) == n_frames
+        return frame_count(path) == n_frames
     except VideoDecodeError:
         return False
 
 
-def _write_video(path: Path, name: str, n_frames: int, rng: np.random.Generator) -> None:
-    """Render and encode one video, to a temporary name first so that a half-written file never looks complete."""
+def _disc(name: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """Draw a disc of class ``name``: its start ``(x, y)``, velocity ``(dx, dy)`` per frame, and radius.
+
+    The start is uniform over the whole frame for every class, so that where the
+    disc is in a frame (at the start, and so at any time, since it wraps) gives
+    no hint of its class.
+    """
     vertical, horizontal, speeds = MOTIONS[name]
     speed = rng.uniform(*speeds)
     if horizontal == 2:
         horizontal = int(rng.choice([-1, 1]))
     velocity = np.array([horizontal, vertical], dtype=float) * speed
     radius = int(rng.integers(14, 24))
-    # Across its motion the disc keeps clear of the edges, so that a crop of the
-    # central 80% of the frame still shows it; along its motion it wraps around.
-    margin = np.array([0.1 * WIDTH, 0.1 * HEIGHT]) + radius
-    low = np.where(velocity == 0, margin, 0)
-    high = np.where(velocity == 0, [WIDTH - margin[0], HEIGHT - margin[1]], [WIDTH, HEIGHT])
-    position = rng.uniform(low, high)
+    position = rng.uniform((0, 0), (WIDTH, HEIGHT))
+    return position, velocity, radius
+
+
+def _write_video(path: Path, name: str, n_frames: int, rng: np.random.Generator) -> None:
+    """Render and encode one video, to a temporary name first so that a half-written file never looks complete."""
+    position, velocity, radius = _disc(name, rng)
     colour = tuple(int(c) for c in rng.integers(160, 256, size=3))  # brighter than any background
     # Smooth texture (a few random blobs, blurred by upscaling) plus a bank of
     # noise frames, cheap to add to every frame.
@@ -172,8 +222,7 @@ def _write_video(path: Path, name: str, n_frames: int, rng: np.random.Generator)
     try:
         for t in range(n_frames):
             frame = cv2.add(texture, noise[t % len(noise)])
-            jitter = rng.uniform(-1, 1, size=2) if not speed else 0
-            x, y = (position + velocity * t + jitter) % (WIDTH, HEIGHT)
+            x, y = (position + velocity * t) % (WIDTH, HEIGHT)
             # Draw the wrapped copies too, so the disc slides across an edge instead of jumping.
             for dx in (-WIDTH, 0, WIDTH):
                 for dy in (-HEIGHT, 0, HEIGHT):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .data_loader import DataLoader
-from .yield_function import batches_per_epoch
+from .yield_function import epoch_length
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -34,9 +34,25 @@ def as_tf_dataset(
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
-    Each iteration of the dataset (each epoch of ``model.fit``) is one epoch of
-    the loader, so the dataset can be iterated again and again; do not add
-    ``.repeat()`` to a ``fit`` with ``epochs``.
+    Each iteration of the dataset is one epoch of the loader, so the dataset
+    can be iterated again and again. The loader's epoch is finished, and the
+    yield function's ``on_epoch_end`` called, before the last batch of an epoch
+    is handed on, so a consumer that stops after exactly the epoch's batches
+    still moves the epoch on.
+
+    With Keras:
+
+    * ``model.fit(dataset, epochs=n)``: pass the dataset as it is; each ``fit``
+      epoch is one loader epoch. Do not add ``.repeat()``, which would make the
+      first ``fit`` epoch endless.
+    * ``model.fit(dataset.repeat(), epochs=n, steps_per_epoch=k)``: with
+      ``steps_per_epoch``, Keras keeps one iterator across its epochs, and
+      without ``.repeat()`` it runs out at the end of each loader epoch ("Your
+      input ran out of data") and cuts that ``fit`` epoch short. With
+      ``.repeat()`` every step gets a batch; each pass of the repeat is a new
+      loader epoch, whose number the yield function's ``on_epoch_begin`` is
+      given (so seeded augmentation differs per pass), and ``fit`` epochs need
+      not line up with loader epochs.
 
     Who owns the threads:
 
@@ -46,10 +62,12 @@ def as_tf_dataset(
       at the same time.
     * Given a yield function, the dataset owns its threads: each iteration starts
       a ``DataLoader`` with the keyword arguments here and closes it when the
-      iteration ends, or when TensorFlow drops an iterator left part way (a
-      ``fit`` with ``steps_per_epoch``). No thread outlives an iteration. Epoch
-      numbers go on from one iteration to the next, so seeded shuffling differs
-      per epoch.
+      iteration ends. An iterator dropped part way (a ``fit`` with a smaller
+      ``steps_per_epoch``) closes its loader when TensorFlow releases the
+      iterator, which may be a moment later, in another thread. Epoch numbers
+      go on from one iteration to the next, so seeded shuffling differs per
+      epoch and ``on_epoch_begin`` gets each epoch's number; an epoch left part
+      way does not call ``on_epoch_end``.
 
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
@@ -69,16 +87,20 @@ def as_tf_dataset(
     Raises:
         TypeError: a stream without ``output_signature``, or a batch whose
             structure cannot be turned into tensors.
+        ValueError: a loader argument is out of range, or there is no batch to
+            infer the signature from.
     """
     import tensorflow as tf
 
     if isinstance(source, DataLoader):
         # The yield function is read for inference only; the loader keeps calling it.
-        yield_fn = source._yield_fn
-        length = None if source._stream else len(source)
+        yield_fn = source.yield_fn
+        length = epoch_length(yield_fn)
+        if length is None:
+            length = source.batches_per_epoch
     else:
         yield_fn = source
-        length = batches_per_epoch(source)
+        length = epoch_length(source)
         # Check the loader's arguments now rather than in TensorFlow's generator thread.
         DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name).close()
     if output_signature is None:
@@ -94,7 +116,7 @@ def as_tf_dataset(
     if isinstance(source, DataLoader):
 
         def generate() -> Iterator[Any]:
-            yield from source
+            yield from _completing(source)
 
     else:
         epochs = itertools.count()
@@ -103,12 +125,31 @@ def as_tf_dataset(
             with DataLoader(
                 yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch=next(epochs)
             ) as loader:
-                yield from loader
+                yield from _completing(loader)
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     return dataset
+
+
+def _completing(loader: DataLoader) -> Iterator[Any]:
+    """Yield one epoch of ``loader``, finishing the epoch before the last batch goes out.
+
+    Holding one batch back means the loader's epoch is complete (and the yield
+    function's ``on_epoch_end`` called) by the time the consumer has the last
+    batch, even if it never asks for more: ``dataset.take(n)``, or a ``fit``
+    that counts its steps.
+    """
+    batches = iter(loader)
+    try:
+        held = next(batches)
+    except StopIteration:
+        return
+    for batch in batches:
+        yield held
+        held = batch
+    yield held
 
 
 def infer_signature(batch: Any) -> Any:

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data_loader import DataLoader
+from .data_loader import STOP_TIMEOUT, DataLoader
 
 __all__ = ["EpochStats", "PassStats", "Train"]
 
@@ -90,7 +90,9 @@ class Train:
         keep_outputs: keep what the tasks return in ``PassStats.outputs``.
         on_epoch_end: called with each ``EpochStats`` once its epoch is done.
         batches_per_epoch: the number of batches that make an epoch of a stream
-            (a ``train_yield`` without ``__len__``); ignored otherwise.
+            (a ``train_yield`` without ``__len__``); a ``train_yield`` with
+            ``__len__`` gives its own. ``shuffle`` and ``ordered`` apply only to the latter.
+            Without it, a stream's epoch lasts until it raises ``StopIteration``.
 
     Raises:
         TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
@@ -120,20 +122,25 @@ class Train:
                 raise TypeError(f"{name} must be callable, got {type(task).__name__}")
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
+        for name, count in (("max_nthread", max_nthread), ("max_len", max_len), ("eval_nthread", eval_nthread)):
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+                raise ValueError(f"{name} must be a positive int, got {count!r}")
         if val_yield is not None and val_task is None:
             raise TypeError("val_yield was given without val_task: pass the callable to run on validation batches")
         if test_yield is not None and test_task is None:
             raise TypeError("test_yield was given without test_task: pass the callable to run on test batches")
-        if batches_per_epoch is not None and (not isinstance(batches_per_epoch, int) or batches_per_epoch < 1):
-            raise ValueError(f"batches_per_epoch must be a positive int or None, got {batches_per_epoch!r}")
         self.main_task = main_task
         self.val_task = val_task
         self.test_task = test_task
         self.keep_outputs = keep_outputs
         self.on_epoch_end = on_epoch_end
-        self.batches_per_epoch = batches_per_epoch
         eval_nthread = max_nthread if eval_nthread is None else eval_nthread
-        train_kwargs = dict(shuffle=shuffle and _indexed(train_yield), seed=seed, ordered=ordered)
+        indexed = hasattr(type(train_yield), "__len__")
+        train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed)
+        if indexed and batches_per_epoch is not None:
+            raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
+        if not indexed:
+            train_kwargs["batches_per_epoch"] = batches_per_epoch
         self._specs: dict[str, tuple[Any, int, dict[str, Any]]] = {"train": (train_yield, max_nthread, train_kwargs)}
         if val_yield is not None:
             self._specs["val"] = (val_yield, eval_nthread, {})
@@ -159,9 +166,7 @@ class Train:
             raise ValueError(f"epochs must be a positive int, got {epochs!r}")
         with self._open_loaders() as loaders:
             for _ in range(epochs):
-                stats = EpochStats(
-                    len(self.history), self._pass(loaders["train"], self.main_task, self.batches_per_epoch)
-                )
+                stats = EpochStats(len(self.history), self._pass(loaders["train"], self.main_task))
                 if "val" in loaders:
                     stats.val = self._pass(loaders["val"], self.val_task)
                 self.history.append(stats)
@@ -190,9 +195,17 @@ class Train:
         self._loaders = None
         try:
             yield loaders
-        finally:
+        except BaseException:
+            # An error or Ctrl-C: stop every loader before waiting for any, and wait
+            # only a moment, so that a slow yield function cannot hold the error back.
             for loader in loaders.values():
-                loader.close()
+                loader.stop()
+            deadline = time.monotonic() + STOP_TIMEOUT
+            for loader in loaders.values():
+                loader.close(timeout=max(0.0, deadline - time.monotonic()))
+            raise
+        for loader in loaders.values():
+            loader.close()
 
     def _make_loaders(self) -> dict[str, DataLoader]:
         return {
@@ -202,27 +215,16 @@ class Train:
             for name, (yield_fn, nthread, kwargs) in self._specs.items()
         }
 
-    def _pass(self, loader: DataLoader, task: Callable[[Any], Any], limit: int | None = None) -> PassStats:
+    def _pass(self, loader: DataLoader, task: Callable[[Any], Any]) -> PassStats:
         stats = PassStats()
-        batches = iter(loader)
-        start = time.perf_counter()
-        try:
-            while limit is None or stats.batches < limit:
-                before = time.perf_counter()
-                try:
-                    batch = next(batches)
-                except StopIteration:
-                    break
-                stats.wait_seconds += time.perf_counter() - before
-                output = task(batch)
-                stats.batches += 1
-                if self.keep_outputs:
-                    stats.outputs.append(output)
-        finally:
-            batches.close()  # ends an epoch left part way, so its threads stop taking work
+        start = ready = time.perf_counter()
+        for batch in loader:
+            stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
+            output = task(batch)
+            stats.batches += 1
+            if self.keep_outputs:
+                stats.outputs.append(output)
+            ready = time.perf_counter()
+        stats.wait_seconds += time.perf_counter() - ready  # waiting for the end of the epoch
         stats.seconds = time.perf_counter() - start
         return stats
-
-
-def _indexed(yield_fn: Any) -> bool:
-    return hasattr(type(yield_fn), "__len__")

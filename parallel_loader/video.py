@@ -8,7 +8,7 @@ batches of clips and labels, with seeded augmentation for training.
 
 Nothing here starts or knows of threads. ``VideoFolder.__call__`` is safe to
 call from several loader threads at once because it keeps its state in local
-variables and derives every random choice from ``(seed, epoch, position)``.
+variables and derives every random choice from ``(seed, epoch, position, attempt)``.
 
 OpenCV never raises on broken input: an unreadable file just fails to open, and
 a truncated one ends early like a short one. So every open is checked and every
@@ -17,8 +17,10 @@ short read is an error, ``VideoDecodeError``, whose message names the file.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +37,13 @@ __all__ = ["VIDEO_EXTENSIONS", "VideoDecodeError", "VideoFolder", "VideoInfo", "
 log = logging.getLogger(__name__)
 
 VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
+
+# Tag words of VideoFolder's random keys. numpy's SeedSequence ignores trailing
+# zero words, so keys of different lengths can collide ([s, e] == [s, e, 0]);
+# every key here has a fixed length and its own tag, distinct from each other and
+# from the DataLoader's shuffle tag (0x5348554646, "SHUFF").
+_ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
+_CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
 
 
 class VideoDecodeError(Exception):
@@ -114,8 +123,18 @@ def read_clip(
     clip_len: int,
     stride: int = 1,
     size: tuple[int, int] | None = None,
+    *,
+    seek: bool = False,
 ) -> np.ndarray:
     """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
+
+    By default the frames before ``start`` are grabbed one by one from the first:
+    exact for every file, and cheap for short clips. ``seek=True`` jumps to
+    ``start`` instead (FFmpeg seeks to the keyframe before it and decodes
+    forward), which is faster for late starts in files with frequent keyframes
+    (1.5x at frame 55 of the sample set's XviD files) but relies on the file's
+    timestamps: files with timestamp gaps can land a frame off. Use it for
+    files you know, after checking it against ``seek=False``.
 
     Args:
         path: the video file.
@@ -124,6 +143,7 @@ def read_clip(
         stride: the step between returned frames; the frames between are grabbed
             but not converted.
         size: ``(height, width)`` to resize each frame to; ``None`` keeps the video's size.
+        seek: jump to ``start`` rather than grab the frames before it (see above).
 
     Returns:
         A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
@@ -132,14 +152,27 @@ def read_clip(
         ValueError: an argument is out of range.
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file is not a video, or it ends (truncated, corrupt
-            or just short) before the last frame asked for. A clip is never
-            returned short or padded.
+            or just short) before the last frame asked for, or with ``seek=True``
+            the seek to ``start`` fails. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
     capture = _open(path)
     try:
         clip: np.ndarray | None = None
         position = 0  # the index of the frame the next grab() decodes
+        if seek and start > 0:
+            # A seek past the end (or in a file FFmpeg cannot seek in) fails or lands
+            # elsewhere without an exception: check where the capture says it is.
+            moved = capture.set(cv2.CAP_PROP_POS_FRAMES, start)
+            landed = capture.get(cv2.CAP_PROP_POS_FRAMES)
+            if not moved or landed != start:
+                header = max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
+                raise VideoDecodeError(
+                    path,
+                    f"the seek to frame {start} failed (the capture is at frame {landed:g}; "
+                    f"the header claims {header} frames)",
+                )
+            position = start
         for k in range(clip_len):
             target = start + k * stride
             while position < target:
@@ -180,17 +213,25 @@ class VideoFolder(YieldFunction):
     * Evaluation (``train=False``): the videos in sorted order, each once, so the
       last batch may be smaller; the clip is the centre one, centre-cropped.
 
-    How the epoch reaches the function: every random choice comes from
-    ``np.random.default_rng([seed, epoch, position])``, where ``position`` is the
-    sample's place in the epoch, never from a generator shared by threads; so a
-    batch is the same whichever thread makes it and however many there are. The
-    epoch is a plain attribute that changes only between epochs: the
-    ``DataLoader`` calls ``on_epoch_end(epoch)`` in the consuming thread once
-    every batch of the epoch is delivered, when no loader thread is running this
-    function, and that sets it to ``epoch + 1``. Loader threads only read it, so
-    all the samples of an epoch see the same value without a lock. An epoch
-    abandoned part way does not call ``on_epoch_end``; call ``set_epoch`` to
-    line the numbers up again, or to start at a loader's ``first_epoch``.
+    Randomness: the epoch's sample order comes from
+    ``np.random.default_rng([seed, ORDER, epoch])`` and each clip's choices from
+    ``np.random.default_rng([seed, CLIP, epoch, position, attempt])``, where
+    ``position`` is the sample's place in the epoch, ``attempt`` counts the
+    videos tried for it (0 unless a bad one is replaced), and ``ORDER`` and
+    ``CLIP`` are fixed tag words (``_ORDER_KEY``, ``_CLIP_KEY``), so that the
+    streams are independent of each other and of the ``DataLoader``'s shuffle.
+    Nothing comes from a generator shared by threads, so a batch is the same
+    whichever thread makes it, however many there are, and in whatever order
+    the batches are made.
+
+    How the epoch reaches the function: the ``DataLoader`` calls
+    ``on_epoch_begin(epoch)`` in the consuming thread before the first call of
+    each epoch (starting at its ``first_epoch``, and also for epochs later
+    abandoned part way), when no loader thread is running this function. That
+    sets the epoch and computes its sample order once; loader threads only read
+    them, so all the samples of an epoch see the same values without a lock.
+    Used without a loader, the function makes epoch 0 until ``set_epoch`` is
+    called.
 
     Frame counts come from each file's header (read at construction, cheap) unless
     ``exact_counts=True`` counts them by decoding every file (slow, reliable). A
@@ -203,8 +244,19 @@ class VideoFolder(YieldFunction):
     video is left out at construction, or replaced in its batch by another video
     drawn from the same seeded generator and not tried again; either way it is
     logged as a warning, listed in ``self.skipped`` (path: reason), and every
-    replaced clip is counted in ``self.replaced``. A ``FileNotFoundError`` for a
-    video removed after construction is handled the same way.
+    replaced clip is counted in ``self.replaced``. A replacement is drawn from all
+    the videos with the next attempt's generator; a video already in ``skipped``
+    counts as a failed attempt without being decoded again, exactly as if it had
+    been tried, so the batches do not depend on which thread found a video bad
+    first. (One limit: a video that fails for some clips only, such as a truncated
+    file whose header claims all its frames, gives the clips that decode until its
+    first failure; which those are depends on the order the batches are made in.
+    ``exact_counts=True`` finds such files at construction.) A ``FileNotFoundError``
+    for a video removed after construction is handled the same way. Loader threads
+    add to ``skipped`` during an epoch, so read it between epochs or after the run.
+
+    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
+    are ignored.
 
     Args:
         root: the folder whose subfolders are the classes.
@@ -221,6 +273,7 @@ class VideoFolder(YieldFunction):
             ``classes`` for a validation set); default: every subfolder, sorted.
         extensions: the file name endings that count as videos; other files are ignored.
         exact_counts: count each video's frames by decoding it, instead of trusting its header.
+        seek: passed to ``read_clip``: seek to a clip's start instead of grabbing up to it.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -245,8 +298,11 @@ class VideoFolder(YieldFunction):
         classes: Sequence[str] | None = None,
         extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
         exact_counts: bool = False,
+        seek: bool = False,
     ) -> None:
-        _check_positive("batch_size", batch_size)
+        batch_size = _positive_int("batch_size", batch_size)
+        clip_len = _positive_int("clip_len", clip_len)
+        stride = _positive_int("stride", stride)
         _check_clip_args(0, clip_len, stride, size)
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -254,8 +310,8 @@ class VideoFolder(YieldFunction):
             raise ValueError(f"dtype must be 'float32' or 'uint8', got {dtype!r}")
         if not 0 < crop_fraction <= 1:
             raise ValueError(f"crop_fraction must be in (0, 1], got {crop_fraction!r}")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-            raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+        if seed is not None:
+            seed = _int_at_least("seed", seed, 0, "a non-negative int or None")
         self.root = Path(root)
         self.batch_size = batch_size
         self.clip_len = clip_len
@@ -268,7 +324,7 @@ class VideoFolder(YieldFunction):
         self.decode_size = (round(self.size[0] / crop_fraction), round(self.size[1] / crop_fraction))
         self.span = (clip_len - 1) * stride + 1  # frames a clip covers
         self.exact_counts = exact_counts
-        self._epoch = 0
+        self.seek = seek
         # Written by loader threads, so only by list.append and dict item assignment,
         # which are atomic in CPython (see the Python FAQ on thread-safe mutations).
         self.skipped: dict[str, str] = {}
@@ -288,11 +344,14 @@ class VideoFolder(YieldFunction):
             except (VideoDecodeError, FileNotFoundError) as exc:
                 if on_error == "raise":
                     raise
-                self._skip(path, str(exc))
+                self._skip(path, exc.reason if isinstance(exc, VideoDecodeError) else str(exc))
                 continue
             self.samples.append((path, label, frames))
         if not self.samples:
             raise ValueError(f"no usable video under {self.root}: all {len(found)} were skipped, see .skipped")
+        # (epoch, sample order or None in evaluation): one attribute, so that a
+        # reader never sees one epoch's number with another's order.
+        self._state: tuple[int, np.ndarray | None] = (0, self._order(0))
 
     # The YieldFunction interface.
 
@@ -304,10 +363,9 @@ class VideoFolder(YieldFunction):
         """Make batch ``index`` of the current epoch. Safe to call from several threads at once."""
         if not 0 <= index < len(self):
             raise IndexError(f"batch index {index} out of range for {len(self)} batches")
-        epoch = self._epoch
+        epoch, order = self._state
         positions = range(index * self.batch_size, (index + 1) * self.batch_size)
-        if self.train:
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.samples))
+        if order is not None:
             chosen = [(p, int(order[p % len(order)])) for p in positions]
         else:
             chosen = [(p, p) for p in positions if p < len(self.samples)]
@@ -317,22 +375,28 @@ class VideoFolder(YieldFunction):
             labels[k] = self._load(clips[k], epoch, position, sample)
         return clips, labels
 
-    def on_epoch_end(self, epoch: int) -> None:
-        """Called by the DataLoader after epoch ``epoch``, between epochs: the next one is ``epoch + 1``."""
-        self._epoch = epoch + 1
+    def on_epoch_begin(self, epoch: int) -> None:
+        """Called by the DataLoader before the first call of ``epoch``: make that epoch's batches from now on."""
+        self.set_epoch(epoch)
 
     # Public extras.
 
     @property
     def epoch(self) -> int:
         """The epoch whose batches ``__call__`` makes now."""
-        return self._epoch
+        return self._state[0]
 
     def set_epoch(self, epoch: int) -> None:
-        """Set the epoch whose batches ``__call__`` makes. Call it only while no loader thread is running."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
-        self._epoch = epoch
+        """Set the epoch whose batches ``__call__`` makes, for use without a ``DataLoader``.
+
+        A loader sets the epoch itself through ``on_epoch_begin``. Call this only
+        while no thread is calling the function.
+
+        Raises:
+            ValueError: ``epoch`` is not a non-negative int (numpy ints included).
+        """
+        epoch = _int_at_least("epoch", epoch, 0, "a non-negative int")
+        self._state = (epoch, self._order(epoch))
 
     @property
     def replaced(self) -> int:
@@ -348,13 +412,29 @@ class VideoFolder(YieldFunction):
 
     # Private helpers.
 
+    def _order(self, epoch: int) -> np.ndarray | None:
+        """The samples in epoch ``epoch``'s order for training; ``None`` (sorted order) for evaluation."""
+        if not self.train:
+            return None
+        return np.random.default_rng([self.seed, _ORDER_KEY, epoch]).permutation(len(self.samples))
+
     def _load(self, out: np.ndarray, epoch: int, position: int, sample: int) -> int:
-        """Decode sample ``sample`` into ``out``; return its label. Replaces a bad video when skipping."""
-        rng = np.random.default_rng([self.seed, epoch, position])
+        """Decode sample ``sample`` into ``out``; return its label. Replaces a bad video when skipping.
+
+        Attempt ``k`` uses its own generator, and every attempt after the first
+        draws its video from all the samples; a video known to be bad fails its
+        attempt without a decode. So the outcome depends only on which videos are
+        bad, not on what other calls found first.
+        """
         bad: str | None = None  # the video this clip replaces
-        while True:
+        for attempt in itertools.count():
+            rng = np.random.default_rng([self.seed, _CLIP_KEY, epoch, position, attempt])
+            if attempt > 0:
+                if all(p in self.skipped for p, _, _ in self.samples):
+                    raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
+                sample = int(rng.integers(len(self.samples)))
             path, label, frames = self.samples[sample]
-            if path not in self.skipped:  # a video known to be bad is not tried again
+            if path not in self.skipped:  # only saves the decode: a known bad video fails this attempt
                 try:
                     self._decode_into(out, rng, path, frames)
                     if bad is not None:
@@ -365,16 +445,13 @@ class VideoFolder(YieldFunction):
                         raise
                     self._skip(path, exc.reason if isinstance(exc, VideoDecodeError) else str(exc))
             bad = bad or path
-            good = [i for i, (p, _, _) in enumerate(self.samples) if p not in self.skipped]
-            if not good:
-                raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
-            sample = good[int(rng.integers(len(good)))]
+        raise AssertionError("unreachable: itertools.count() never ends")
 
     def _decode_into(self, out: np.ndarray, rng: np.random.Generator, path: str, frames: int) -> None:
         room = frames - self.span
         start = int(rng.integers(room + 1)) if self.train else room // 2
         try:
-            clip = read_clip(path, start, self.clip_len, self.stride, self.decode_size)
+            clip = read_clip(path, start, self.clip_len, self.stride, self.decode_size, seek=self.seek)
         except VideoDecodeError as exc:
             if self.exact_counts or "ends after" not in exc.reason:
                 raise
@@ -427,16 +504,28 @@ def _raise_short(path, capture: cv2.VideoCapture, start: int, clip_len: int, str
     )
 
 
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+def _int_at_least(name: str, value: object, minimum: int, what: str) -> int:
+    """Return ``value`` as an int (numpy ints included, bools not) if it is at least ``minimum``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be {what}, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"{name} must be {what}, got {value!r}")
+    return number
+
+
+def _positive_int(name: str, value: object) -> int:
+    return _int_at_least(name, value, 1, "a positive int")
 
 
 def _check_clip_args(start: object, clip_len: object, stride: object, size: object) -> None:
     if isinstance(start, bool) or not isinstance(start, int | np.integer) or start < 0:
         raise ValueError(f"start must be a non-negative int, got {start!r}")
-    _check_positive("clip_len", clip_len)
-    _check_positive("stride", stride)
+    _positive_int("clip_len", clip_len)
+    _positive_int("stride", stride)
     if size is not None and (
         len(size) != 2 or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
     ):
@@ -460,7 +549,11 @@ def _scan(root: Path, classes: Sequence[str] | None, extensions: set[str]) -> tu
             raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
     found: list[tuple[str, int]] = []
     for label, name in enumerate(classes):
-        files = sorted(p for p in (root / name).iterdir() if p.is_file() and p.suffix.lower() in extensions)
+        files = sorted(
+            p
+            for p in (root / name).iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in extensions
+        )
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "

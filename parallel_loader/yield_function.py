@@ -3,15 +3,17 @@
 Subclass ``YieldFunction`` for data with a known length (an epoch is every index
 once, so the loader can shuffle, order and count). A plain zero-argument callable
 is accepted too, as an endless stream in the style of the original design: each
-call returns one batch, and raising ``StopIteration`` ends the stream.
+call returns one batch, and raising ``StopIteration`` ends the stream. Loader
+threads call it concurrently, so it must be thread-safe.
 """
 
 from __future__ import annotations
 
-import operator
+import inspect
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["YieldFunction", "batches_per_epoch"]
+__all__ = ["YieldFunction", "epoch_length"]
 
 
 class YieldFunction:
@@ -37,6 +39,14 @@ class YieldFunction:
         """Return the batch with this index, 0 <= index < len(self). Any object will do."""
         raise TypeError(f"{type(self).__name__} must define __call__(index) returning a batch")
 
+    def on_epoch_begin(self, epoch: int) -> None:
+        """Called in the consuming thread before the first call of ``epoch``.
+
+        No loader thread is running the yield function at that moment. Randomness
+        that should differ per epoch can be keyed on the epoch given here; the
+        first epoch's number is the loader's ``first_epoch``. The default does nothing.
+        """
+
     def on_epoch_end(self, epoch: int) -> None:
         """Called in the consuming thread after every batch of ``epoch`` was delivered.
 
@@ -45,13 +55,19 @@ class YieldFunction:
         """
 
 
-def batches_per_epoch(yield_fn: Any) -> int | None:
+def epoch_length(yield_fn: Any) -> int | None:
     """Return ``len(yield_fn)`` checked, or ``None`` for a stream (a callable without ``__len__``).
 
     Raises:
-        TypeError: ``yield_fn`` is not callable, or its length is not an int.
+        TypeError: ``yield_fn`` is not callable, is a generator function, or its
+            length is not an int.
         ValueError: its length is negative.
     """
+    if inspect.isgeneratorfunction(yield_fn) or inspect.isgenerator(yield_fn) or isinstance(yield_fn, Iterator):
+        raise TypeError(
+            "the yield function must return one batch per call, not be a generator or an iterator; "
+            "to load from an iterator, pass a function that calls next() on it under a lock"
+        )
     if not callable(yield_fn):
         raise TypeError(
             f"the yield function must be callable: a YieldFunction subclass or a "
@@ -68,4 +84,4 @@ def batches_per_epoch(yield_fn: Any) -> int | None:
         ) from exc
     except ValueError as exc:  # CPython's own message for a negative __len__
         raise ValueError(f"len() of the yield function {type(yield_fn).__name__} must be >= 0: {exc}") from exc
-    return operator.index(n)
+    return n

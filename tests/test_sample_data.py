@@ -8,10 +8,12 @@ import cv2
 import numpy as np
 import pytest
 
-from parallel_loader.sample_data import MOTIONS, main, make_sample_data
+from parallel_loader.sample_data import MOTIONS, _disc, main, make_sample_data
 from parallel_loader.video import VideoFolder, frame_count, probe, read_clip
 
-CLASSES = list(MOTIONS)[:5]
+from .video_files import truncate
+
+CLASSES = list(MOTIONS)  # every class the generator knows
 # OpenCV's XVID fourcc selects FFmpeg's MPEG-4 part 2 encoder, which tags the stream FMP4;
 # XviD and DivX write the same bitstream format under their own tags.
 MPEG4_PART2_TAGS = {"XVID", "FMP4", "DIVX", "DX50"}
@@ -20,7 +22,7 @@ MPEG4_PART2_TAGS = {"XVID", "FMP4", "DIVX", "DX50"}
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> tuple[Path, object]:
     root = tmp_path_factory.mktemp("sample")
-    return root, make_sample_data(root, classes=5, per_class=2, val_fraction=0.5)
+    return root, make_sample_data(root, classes=len(CLASSES), per_class=2, val_fraction=0.5)
 
 
 def videos(root: Path) -> list[Path]:
@@ -29,7 +31,7 @@ def videos(root: Path) -> list[Path]:
 
 def test_layout_is_train_and_val_trees_of_class_folders(sample):
     root, summary = sample
-    assert summary.written == 10 and summary.kept == 0
+    assert summary.written == 2 * len(CLASSES) and summary.kept == 0
     for split in ("train", "val"):
         assert sorted(p.name for p in (root / split).iterdir()) == sorted(CLASSES)
         for name in CLASSES:
@@ -55,15 +57,33 @@ def test_videos_are_xvid_320x240_25fps_3_to_6_seconds_and_decode_fully(sample):
 def test_a_second_run_keeps_complete_videos_and_remakes_missing_ones(sample, tmp_path):
     root, _ = sample
     before = {p: p.stat().st_mtime_ns for p in videos(root)}
-    again = make_sample_data(root, classes=5, per_class=2, val_fraction=0.5)
-    assert (again.written, again.kept) == (0, 10)
+    n = 2 * len(CLASSES)
+    again = make_sample_data(root, classes=len(CLASSES), per_class=2, val_fraction=0.5)
+    assert (again.written, again.kept) == (0, n)
     assert {p: p.stat().st_mtime_ns for p in videos(root)} == before
-    victim = videos(root)[0]
-    frames = probe(victim).frames
+    victim, cut = videos(root)[:2]
+    frames = probe(victim).frames, probe(cut).frames
     victim.write_bytes(victim.read_bytes()[:2000])  # an interrupted copy
-    repaired = make_sample_data(root, classes=5, per_class=2, val_fraction=0.5)
-    assert (repaired.written, repaired.kept) == (1, 9)
-    assert frame_count(victim) == frames
+    truncate(cut, 0.8)  # cut short, its header intact
+    assert probe(cut).frames == frames[1] > frame_count(cut)
+    repaired = make_sample_data(root, classes=len(CLASSES), per_class=2, val_fraction=0.5)
+    assert (repaired.written, repaired.kept) == (2, n - 2)
+    assert (frame_count(victim), frame_count(cut)) == frames
+
+
+def test_another_split_or_seed_replaces_the_old_videos(tmp_path):
+    make_sample_data(tmp_path, classes=1, per_class=3, val_fraction=0.4)
+    assert [len(videos(tmp_path / split)) for split in ("train", "val")] == [2, 1]
+    (tmp_path / "train" / "notes.txt").write_text("the user's own file")
+    resplit = make_sample_data(tmp_path, classes=1, per_class=3, val_fraction=0)
+    assert [len(videos(tmp_path / split)) for split in ("train", "val")] == [3, 0]
+    assert (resplit.written, resplit.kept) == (1, 2)  # the val video moved to train
+    before = probe(videos(tmp_path)[0]).frames
+    reseeded = make_sample_data(tmp_path, classes=1, per_class=3, val_fraction=0, seed=5)
+    assert (reseeded.written, reseeded.kept) == (3, 0)
+    assert len(videos(tmp_path)) == 3
+    assert probe(videos(tmp_path)[0]).frames != before  # another seed, another video
+    assert (tmp_path / "train" / "notes.txt").exists()
 
 
 def motion(path: Path) -> tuple[float, float]:
@@ -73,7 +93,7 @@ def motion(path: Path) -> tuple[float, float]:
     frame differs from it. Positions are averaged as angles, so a disc split
     across an edge still has the right centre.
     """
-    n = probe(path).frames
+    n = min(probe(path).frames, 60)  # enough for the disc to leave every pixel it covers at the start
     frames = read_clip(path, 0, n).astype(np.int16)
     background = np.median(frames[::3], axis=0)
     centres = []
@@ -106,8 +126,26 @@ def test_each_class_moves_as_its_name_says(sample):
             assert abs(dx) < 1 and 2 < abs(dy) < 5 and (dy < 0) == (name == "up"), (path, dx, dy)
         elif name == "sideways":
             assert abs(dy) < 1 and 2 < abs(dx) < 5, (path, dx, dy)
+        elif name in ("up_fast", "down_fast"):
+            assert abs(dx) < 1 and 6 < abs(dy) < 11 and (dy < 0) == (name == "up_fast"), (path, dx, dy)
         elif name == "sideways_fast":
             assert abs(dy) < 1 and 6 < abs(dx) < 11, (path, dx, dy)
+        else:
+            raise AssertionError(f"no motion check for class {name}")
+
+
+def test_the_disc_is_anywhere_in_the_frame_whatever_its_class():
+    """Where the disc starts (so where it is in any frame) must not hint at the class."""
+    for name in MOTIONS:
+        discs = [_disc(name, np.random.default_rng([11, i])) for i in range(600)]
+        xy = np.array([position for position, _, _ in discs])
+        radius = np.array([r for _, _, r in discs])
+        for values, size in ((xy[:, 0], 320), (xy[:, 1], 240)):
+            quarters = np.bincount((values * 4 // size).astype(int), minlength=4) / len(values)
+            assert quarters.min() > 0.18, (name, quarters)  # uniform: 0.25 each
+        # A disc within its radius of an edge is drawn split across it: as often in every class.
+        split = (np.minimum(xy, [320, 240] - xy) < radius[:, None]).any(axis=1).mean()
+        assert 0.17 < split < 0.33, (name, split)
 
 
 def test_the_command_line_writes_and_reports(tmp_path, capsys):

@@ -18,13 +18,15 @@ class Batches(YieldFunction):
     def __init__(self, n: int = 5, as_dict: bool = False) -> None:
         self.n = n
         self.as_dict = as_dict
-        self.calls = 0  # only incremented by the tests' single loader thread or the caller
+        self.calls = 0
+        self._calls_lock = threading.Lock()  # loader threads call at once, and += is not atomic
 
     def __len__(self) -> int:
         return self.n
 
     def __call__(self, index: int):
-        self.calls += 1
+        with self._calls_lock:
+            self.calls += 1
         x = np.full((2, 3), index, dtype=np.float32)
         y = np.array([index, index], dtype=np.int64)
         return {"x": x, "y": y} if self.as_dict else (x, y)
@@ -67,6 +69,27 @@ def test_each_iteration_is_a_full_epoch_and_its_threads_end_with_it():
             assert x.shape == (2, 3) and (x == y[0]).all()
         wait_for_no_threads("own")
     assert batches.calls == 1 + 3 * 5  # one call to infer the signature
+
+
+class Epochs(Batches):
+    """Records the epochs the loader reports as finished."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended: list[int] = []
+
+    def on_epoch_end(self, epoch: int) -> None:
+        self.ended.append(epoch)
+
+
+@pytest.mark.parametrize("given_loader", [False, True])
+def test_an_epoch_ends_when_its_last_batch_is_taken(given_loader):
+    batches = Epochs()
+    with DataLoader(batches, num_threads=2, name="epochs") as loader:
+        dataset = as_tf_dataset(loader if given_loader else batches, num_threads=2, name="epochs")
+        for expected in ([0], [0, 1]):
+            assert len(list(dataset.take(5))) == 5  # never asks for a sixth batch
+            assert batches.ended == expected
 
 
 def test_an_iterator_dropped_part_way_closes_its_threads():
@@ -139,3 +162,42 @@ def test_keras_fit_trains_for_several_epochs_from_loader_threads():
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert history.history["accuracy"][-1] > 0.9
     wait_for_no_threads("fit")
+
+
+class Begun(Separable):
+    """Records the epochs the loader begins."""
+
+    def __init__(self) -> None:
+        self.begun: list[int] = []
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        self.begun.append(epoch)
+
+
+@pytest.mark.parametrize("given_loader", [False, True])
+def test_keras_steps_per_epoch_with_repeat_gets_every_step_and_new_loader_epochs(given_loader):
+    """The docstring's advice: with steps_per_epoch, .repeat() feeds every step, one loader epoch per pass."""
+    import keras
+
+    class CountSteps(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.steps += 1
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    source = Begun()
+    with DataLoader(source, num_threads=2, name="steps") as loader:
+        dataset = as_tf_dataset(loader if given_loader else source, num_threads=2, name="steps")
+        counter = CountSteps()
+        history = model.fit(
+            dataset.repeat(), epochs=4, steps_per_epoch=5, verbose=0, shuffle=False, callbacks=[counter]
+        )
+    assert len(history.history["loss"]) == 4
+    assert counter.steps == 4 * 5  # 20 steps from loader epochs of 8 batches; without .repeat(), 16
+    assert source.begun[:3] == [0, 1, 2]
+    wait_for_no_threads("steps")

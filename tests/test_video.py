@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader
-from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
+from parallel_loader.data_loader import _SHUFFLE_KEY
+from parallel_loader.video import _CLIP_KEY, _ORDER_KEY, VideoDecodeError, VideoFolder, frame_count, probe, read_clip
 
-from .video_files import frame_indices, is_flipped, truncate, video_id, write_video
+from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video
 
 N_FRAMES = 30
 
@@ -31,6 +32,21 @@ def test_read_clip_returns_exactly_the_frames_asked_for(video, start, clip_len, 
     assert clip.shape == (clip_len, 32, 40, 3)
     assert clip.dtype == np.uint8
     assert frame_indices(clip) == list(range(start, start + clip_len * stride, stride))
+
+
+@pytest.mark.parametrize("fourcc", ["FFV1", "MJPG", "XVID"])
+def test_seeking_gives_the_same_frames_as_grabbing(tmp_path, fourcc):
+    path = write_video(tmp_path / "s.avi", 60, size=(48, 64), fourcc=fourcc)
+    for start, clip_len, stride in [(0, 3, 1), (13, 4, 2), (37, 5, 3), (59, 1, 1)]:
+        grabbed = read_clip(path, start, clip_len, stride)
+        np.testing.assert_array_equal(read_clip(path, start, clip_len, stride, seek=True), grabbed)
+    with pytest.raises(VideoDecodeError, match=r"s\.avi"):
+        read_clip(path, 58, 3, seek=True)
+
+
+def test_a_seek_past_the_end_is_an_error_saying_the_seek_failed(video):
+    with pytest.raises(VideoDecodeError, match=r"clip\.avi: the seek to frame 40 failed"):
+        read_clip(video, 40, 2, seek=True)
 
 
 def test_read_clip_up_to_the_last_frame(video):
@@ -152,6 +168,13 @@ def folder(root, **kwargs) -> VideoFolder:
     return VideoFolder(root, **args)
 
 
+def crop_window_of(data: VideoFolder, clip: np.ndarray) -> tuple[int, int, bool]:
+    """(top, left, flipped) of a uint8 clip of the tree, found in the uncropped decode of its frames."""
+    path = next(p for p, _, _ in data.samples if Path(p).stem == f"v{video_id(clip):02d}")
+    full = read_clip(path, frame_indices(clip)[0], data.clip_len, data.stride, data.decode_size)
+    return crop_window(clip, full)
+
+
 def test_labels_are_sorted_class_folders(tree):
     data = folder(tree, train=False)
     assert data.classes == ["clap", "jump", "walk"]
@@ -177,6 +200,8 @@ def test_eval_batches_hold_every_video_once_with_its_centre_clip_and_label(tree)
             start = (frames - 7) // 2
             assert frame_indices(clip) == [start, start + 2, start + 4, start + 6]
             assert not is_flipped(clip)
+            # Decoded at 18x23, so 2 spare rows and 3 spare columns: the centre crop starts at (1, 1).
+            assert crop_window_of(data, clip) == (1, 1, False)
     assert [len(data(i)[1]) for i in range(3)] == [4, 4, 1]
     assert sorted(seen) == list(range(9))
     data.on_epoch_end(0)
@@ -217,7 +242,7 @@ def test_train_augmentation_is_seeded_and_changes_per_epoch(tree):
     for (x, y), (x2, y2) in zip(first, epoch_batches(b), strict=True):
         np.testing.assert_array_equal(x, x2)
         np.testing.assert_array_equal(y, y2)
-    a.on_epoch_end(0)
+    a.set_epoch(1)
     assert a.epoch == 1
     second = epoch_batches(a)
     assert not all(np.array_equal(x, x2) for (x, _), (x2, _) in zip(first, second, strict=True))
@@ -230,17 +255,22 @@ def test_train_augmentation_is_seeded_and_changes_per_epoch(tree):
 
 def test_train_augmentation_uses_offsets_crops_and_flips(tree):
     data = folder(tree, dtype="uint8")
-    starts, flips, crops = set(), set(), set()
-    for epoch in range(6):
+    starts, tops, lefts, flips = set(), set(), set(), set()
+    for epoch in range(4):
         data.set_epoch(epoch)
         for clips, _ in epoch_batches(data):
             for clip in clips:
                 starts.add((video_id(clip), frame_indices(clip)[0]))
-                flips.add(is_flipped(clip))
-                crops.add(int(clip[0, 0, 0, 2]))  # blue at the top-left corner: where the crop starts
-    assert flips == {False, True}
+                top, left, flipped = crop_window_of(data, clip)
+                tops.add(top)
+                lefts.add(left)
+                flips.add(flipped)
+                assert is_flipped(clip) == flipped
     assert len(starts) > 9  # some video started at two different frames
-    assert len(crops) > 2
+    # Decoded at 18x23 and cropped to 16x20: every top in 0..2 and left in 0..3 occurs.
+    assert tops == {0, 1, 2}
+    assert lefts == {0, 1, 2, 3}
+    assert flips == {False, True}
 
 
 def run_loader(data: VideoFolder, num_threads: int, epochs: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
@@ -256,8 +286,47 @@ def test_results_do_not_depend_on_the_number_of_loader_threads(tree):
         for (x, y), (x3, y3) in zip(epoch_one, epoch_three, strict=True):
             np.testing.assert_array_equal(x, x3)
             np.testing.assert_array_equal(y, y3)
-    # The loader's on_epoch_end moved the folder to the next epoch: new clips.
+    # The loader's on_epoch_begin moved the folder to the next epoch: new clips.
     assert not all(np.array_equal(a[0], b[0]) for a, b in zip(one[0], one[1], strict=True))
+
+
+def test_an_epoch_abandoned_part_way_does_not_repeat_its_clips(tree):
+    data = folder(tree, dtype="uint8")
+    with DataLoader(data, num_threads=2, max_len=1, ordered=True) as loader:
+        batches = iter(loader)
+        abandoned = next(batches)
+        batches.close()  # as a consumer that counts its steps leaves an epoch
+        next_epoch = list(loader)
+    assert data.epoch == 1
+    assert not np.array_equal(abandoned[0], next_epoch[0][0])
+    for x, _ in next_epoch:
+        assert not any(np.array_equal(clip, other) for clip in x for other in abandoned[0])
+
+
+def test_a_loader_starting_at_a_later_epoch_makes_that_epochs_batches(tree):
+    from_zero = run_loader(folder(tree), 2, 4)[3]
+    data = folder(tree)
+    with DataLoader(data, num_threads=2, max_len=2, shuffle=True, seed=3, ordered=True, first_epoch=3) as loader:
+        from_three = list(loader)
+    assert data.epoch == 3
+    for (x, y), (x3, y3) in zip(from_zero, from_three, strict=True):
+        np.testing.assert_array_equal(x, x3)
+        np.testing.assert_array_equal(y, y3)
+
+
+def test_random_streams_have_fixed_length_keys_with_their_own_tags(tree):
+    """Sample order from [seed, ORDER, epoch]; clip start from [seed, CLIP, epoch, position, attempt]."""
+    assert len({_ORDER_KEY, _CLIP_KEY, _SHUFFLE_KEY}) == 3
+    data = folder(tree, dtype="uint8")
+    data.set_epoch(2)
+    order = np.random.default_rng([7, _ORDER_KEY, 2]).permutation(len(data.samples))
+    for index, (clips, _) in enumerate(epoch_batches(data)):
+        for k, clip in enumerate(clips):
+            position = index * data.batch_size + k
+            path, _, frames = data.samples[order[position % len(order)]]
+            assert Path(path).stem == f"v{video_id(clip):02d}"
+            start = np.random.default_rng([7, _CLIP_KEY, 2, position, 0]).integers(frames - data.span + 1)
+            assert frame_indices(clip)[0] == start
 
 
 # Bad input
@@ -313,6 +382,8 @@ def test_skip_replaces_bad_videos_and_reports_them(bad_tree, caplog):
                     assert v < 6, "a clip of a bad video was returned"
                     assert label == v // 3
     assert Path(next(p for p in data.skipped if p.endswith("cut.avi"))).name == "cut.avi"
+    assert data.skipped[str(bad_tree / "a" / "fake.avi")].startswith("cannot be opened as a video")
+    assert data.skipped[str(bad_tree / "b" / "short.avi")].startswith("has 3 frames")
     assert "truncated or corrupt" in data.skipped[str(bad_tree / "b" / "cut.avi")]
     assert data.replaced >= 1
     logged = " ".join(r.getMessage() for r in caplog.records)
@@ -331,11 +402,62 @@ def test_empty_or_missing_root_is_a_clear_error(tmp_path):
         folder(tmp_path)
 
 
+@pytest.fixture
+def tree_losing_a_video(tmp_path) -> tuple[Path, Path]:
+    """Nine good videos in two classes; the tree and the one that tests delete after construction."""
+    for v in range(9):
+        write_video(tmp_path / "ab"[v % 2] / f"v{v:02d}.avi", 20 + v, video_id=v)
+    return tmp_path, tmp_path / "a" / "v04.avi"
+
+
+def test_skipping_makes_the_same_batches_in_any_order_and_with_any_thread_count(tree_losing_a_video):
+    root, lost = tree_losing_a_video
+    folders = [folder(root, on_error="skip", dtype="uint8", batch_size=4) for _ in range(4)]
+    lost.unlink()  # every attempt to decode it fails from now on
+    forward = {(e, i): folders[0].set_epoch(e) or folders[0](i) for e in range(3) for i in range(3)}
+    backward = {(e, i): folders[1].set_epoch(e) or folders[1](i) for e in (2, 1, 0) for i in (2, 0, 1)}
+    one, three = run_loader(folders[2], 1, 3), run_loader(folders[3], 3, 3)
+    for key, (x, y) in forward.items():
+        assert 4 not in [video_id(clip) for clip in x]
+        np.testing.assert_array_equal(x, backward[key][0])
+        np.testing.assert_array_equal(y, backward[key][1])
+    for epoch_one, epoch_three in zip(one, three, strict=True):  # in the loader's shuffled order
+        for (x, y), (x3, y3) in zip(epoch_one, epoch_three, strict=True):
+            np.testing.assert_array_equal(x, x3)
+            np.testing.assert_array_equal(y, y3)
+    for data in folders:
+        assert list(data.skipped) == [str(lost)]
+        assert data.replaced == folders[0].replaced > 0
+
+
 def test_every_video_bad_is_an_error_even_when_skipping(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "x.avi").write_text("nope")
     with pytest.raises(ValueError, match=r"no usable video.*skipped"):
         folder(tmp_path, on_error="skip")
+
+
+def test_hidden_files_are_not_videos(tmp_path):
+    root = tmp_path / "hidden"
+    write_video(root / "a" / "v00.avi", 20, video_id=0)
+    (root / "a" / "._v00.avi").write_bytes(b"\x00\x05\x16\x07 resource fork")  # what macOS leaves on other disks
+    data = folder(root, train=False)
+    assert [Path(p).name for p, _, _ in data.samples] == ["v00.avi"]
+    assert not data.skipped
+
+
+def test_numpy_ints_are_accepted_as_ints(tree):
+    args = dict(batch_size=4, clip_len=4, stride=2, size=(16, 20), seed=7)
+    plain = VideoFolder(tree, **args, dtype="uint8")
+    numpy = VideoFolder(
+        tree,
+        **{k: np.int64(v) if k != "size" else tuple(np.int32(s) for s in v) for k, v in args.items()},
+        dtype="uint8",
+    )
+    assert type(numpy.batch_size) is int and type(numpy.seed) is int
+    numpy.set_epoch(np.int64(1))
+    plain.set_epoch(1)
+    np.testing.assert_array_equal(plain(0)[0], numpy(0)[0])
 
 
 def test_classes_argument_fixes_the_label_order(tree):
@@ -348,7 +470,15 @@ def test_classes_argument_fixes_the_label_order(tree):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(batch_size=0), dict(clip_len=0), dict(on_error="ignore"), dict(dtype="float64"), dict(seed=-1)],
+    [
+        dict(batch_size=0),
+        dict(clip_len=0),
+        dict(on_error="ignore"),
+        dict(dtype="float64"),
+        dict(seed=-1),
+        dict(seed=1.5),
+        dict(stride=True),
+    ],
 )
 def test_video_folder_rejects_bad_arguments(tree, kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
@@ -368,3 +498,12 @@ def test_a_video_removed_after_construction_is_reported(tree, tmp_path):
     assert [video_id(c) for c in clips] == [0, 0]
     assert list(skipping.skipped) == [str(root / "a" / "v1.avi")]
     assert skipping.replaced == 1
+
+
+def test_video_folder_with_seek_makes_the_same_batches(tree):
+    for train in (True, False):
+        for (x, y), (x2, y2) in zip(
+            epoch_batches(folder(tree, train=train)), epoch_batches(folder(tree, train=train, seek=True)), strict=True
+        ):
+            np.testing.assert_array_equal(x, x2)
+            np.testing.assert_array_equal(y, y2)

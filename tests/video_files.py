@@ -3,7 +3,8 @@
 Written with the lossless FFV1 codec, so values survive encoding exactly: in
 frame ``i`` of video ``v``, channel 0 (red) is ``FRAME_STEP * i`` everywhere,
 channel 1 (green) is ``VIDEO_STEP * v + VIDEO_OFFSET`` everywhere, and channel 2
-(blue) rises from left to right, so that a horizontal flip shows.
+(blue) rises from left to right and from top to bottom, at different rates, so
+that a horizontal flip shows and a crop's window (top and left) can be found.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ FRAME_STEP = 4  # up to 64 frames
 VIDEO_STEP = 12  # up to 20 videos
 VIDEO_OFFSET = 6
 HEIGHT, WIDTH = 32, 40
+X_RAMP, Y_RAMP = 150, 100  # blue's rise across the width and down the height; together at most 255
 
 
 def write_video(
@@ -32,7 +34,8 @@ def write_video(
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (width, height))
     assert writer.isOpened(), f"OpenCV cannot write {fourcc} here"
-    ramp = np.linspace(0, 255, width).round().astype(np.uint8)
+    ys, xs = np.mgrid[0:height, 0:width]
+    ramp = (X_RAMP * xs / max(1, width - 1) + Y_RAMP * ys / max(1, height - 1)).round().astype(np.uint8)
     for i in range(n_frames):
         frame = np.empty((height, width, 3), np.uint8)  # OpenCV writes BGR
         frame[..., 2] = FRAME_STEP * i
@@ -59,6 +62,23 @@ def is_flipped(clip: np.ndarray) -> bool:
     """Whether the blue ramp falls from left to right."""
     blue = _as_uint8(clip)[..., 2].astype(float)
     return bool(blue[:, :, 0].mean() > blue[:, :, -1].mean())
+
+
+def crop_window(clip: np.ndarray, full: np.ndarray) -> tuple[int, int, bool]:
+    """Where a uint8 clip was cut from ``full`` (the same frames, uncropped): ``(top, left, flipped)``.
+
+    Fails unless exactly one window of ``full``, flipped or not, equals the clip.
+    """
+    height, width = clip.shape[1:3]
+    matches = []
+    for top in range(full.shape[1] - height + 1):
+        for left in range(full.shape[2] - width + 1):
+            window = full[:, top : top + height, left : left + width]
+            for flipped in (False, True):
+                if np.array_equal(window[:, :, ::-1] if flipped else window, clip):
+                    matches.append((top, left, flipped))
+    assert len(matches) == 1, f"the clip matches {len(matches)} windows of the frame: {matches}"
+    return matches[0]
 
 
 def truncate(path: Path, keep: float) -> Path:

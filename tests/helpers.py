@@ -1,0 +1,62 @@
+"""Deterministic helpers for testing blocking calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# How long the trigger waits before releasing a call that should block. Long
+# enough for the call to reach its wait on a loaded machine; the test is still
+# correct if the wait is reached later, only it then proves less.
+TRIGGER_DELAY = 0.1
+
+
+def assert_blocks_until(block: Callable[[], Any], trigger: Callable[[], Any]) -> Any:
+    """Call ``block()`` here; a second thread calls ``trigger()`` a moment later.
+
+    Asserts that ``block`` did not return before ``trigger`` ran, which proves it
+    blocked (as CPython's test_queue does). Returns what ``block`` returned, or
+    re-raises what it raised.
+    """
+    triggered = threading.Event()
+
+    def run_trigger() -> None:
+        time.sleep(TRIGGER_DELAY)
+        triggered.set()
+        trigger()
+
+    thread = threading.Thread(target=run_trigger, name="trigger")
+    thread.start()
+    try:
+        result = block()
+    finally:
+        thread.join(5)
+        assert not thread.is_alive(), "trigger thread did not end"
+    assert triggered.is_set(), "the call returned before the trigger: it did not block"
+    return result
+
+
+def run_in_thread(fn: Callable[[], Any], name: str = "helper") -> tuple[threading.Thread, dict[str, Any]]:
+    """Start ``fn`` in a thread; the dict gets 'result' or 'error' when it ends."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = fn()
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name=name)
+    thread.start()
+    return thread, outcome
+
+
+def join_all(threads: list[threading.Thread], timeout: float = 5.0) -> None:
+    """Join every thread within ``timeout`` seconds in all; fail if one is still alive."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    alive = [t.name for t in threads if t.is_alive()]
+    assert not alive, f"threads did not end in {timeout} s: {alive}"

@@ -1,0 +1,209 @@
+"""Train: tasks run in the calling thread, history, failures and Ctrl-C."""
+
+import signal
+import threading
+import time
+
+import pytest
+
+from parallel_loader import Train, YieldFunction
+from tests.helpers import join_all
+
+WAIT = 5
+
+
+class Indices(YieldFunction):
+    def __init__(self, n, delay=0.0):
+        self.n = n
+        self.delay = delay
+
+    def __len__(self):
+        return self.n
+
+    def __call__(self, index):
+        if self.delay:
+            time.sleep(self.delay)
+        return index
+
+
+def loader_threads():
+    return [t for t in threading.enumerate() if t.name.split("-")[0] in ("train", "val", "test")]
+
+
+def test_tasks_run_in_the_calling_thread_on_every_batch():
+    seen = {"train": [], "val": [], "test": []}
+
+    def recorder(name):
+        def task(batch):
+            seen[name].append((batch, threading.get_ident()))
+
+        return task
+
+    trainer = Train(
+        recorder("train"),
+        Indices(20),
+        val_yield=Indices(7),
+        test_yield=Indices(5),
+        max_nthread=3,
+        max_len=2,
+        val_task=recorder("val"),
+        test_task=recorder("test"),
+    )
+    history = trainer.run(2)
+    stats = trainer.test()
+    me = threading.get_ident()
+    assert sorted(b for b, _ in seen["train"]) == sorted(list(range(20)) * 2)
+    assert sorted(b for b, _ in seen["val"]) == sorted(list(range(7)) * 2)
+    assert sorted(b for b, _ in seen["test"]) == list(range(5))
+    assert all(ident == me for name in seen for _, ident in seen[name])
+    assert [e.epoch for e in history] == [0, 1]
+    assert [(e.batches, e.val.batches) for e in history] == [(20, 7), (20, 7)]
+    assert stats.batches == 5
+    assert not loader_threads(), "loader threads live only while run() and test() do"
+
+
+def test_history_times_and_wait_fraction():
+    slow_loader = Train(lambda b: None, Indices(10, delay=0.01), max_nthread=1).run(1)[0]
+    slow_task = Train(lambda b: time.sleep(0.01), Indices(10), max_nthread=2).run(1)[0]
+    for stats in (slow_loader, slow_task):
+        assert stats.seconds > 0 and 0 <= stats.wait_fraction <= 1
+        assert stats.train.batches_per_second == pytest.approx(10 / stats.seconds)
+    # a loader ten times slower than the task: the consumer waits nearly all the time;
+    # a task slower than the loader: it barely waits
+    assert slow_loader.wait_fraction > 0.5
+    assert slow_task.wait_fraction < 0.5
+
+
+def test_keep_outputs_and_on_epoch_end():
+    ended = []
+    trainer = Train(lambda b: b * 2, Indices(4), keep_outputs=True, on_epoch_end=ended.append, shuffle=False)
+    trainer.run(1)
+    assert sorted(trainer.history[0].train.outputs) == [0, 2, 4, 6]
+    assert ended == trainer.history
+
+
+def test_a_later_run_continues_the_epochs_and_the_shuffled_orders():
+    orders = []
+    trainer = Train(lambda b: orders[-1].append(b), Indices(30), seed=5, ordered=True,
+                    on_epoch_end=lambda s: orders.append([]))  # fmt: skip
+    orders.append([])
+    trainer.run(1)
+    trainer.run(1)
+    assert [e.epoch for e in trainer.history] == [0, 1]
+    assert sorted(orders[0]) == sorted(orders[1]) == list(range(30))
+    assert orders[0] != orders[1]
+
+
+def test_a_stream_with_batches_per_epoch_loses_nothing():
+    lock = threading.Lock()
+    made = []
+
+    def stream():
+        with lock:
+            made.append(len(made))
+            return made[-1]
+
+    got = []
+    trainer = Train(got.append, stream, batches_per_epoch=6, max_nthread=3, max_len=4)
+    assert [e.batches for e in trainer.run(3)] == [6, 6, 6]
+    assert sorted(got) == made == list(range(18))
+    assert not loader_threads()
+    with pytest.raises(ValueError, match="batches_per_epoch must be at least 1"):
+        Train(got.append, stream, batches_per_epoch=0)
+
+
+def test_an_exception_in_the_main_task_stops_every_thread():
+    def task(batch):
+        if batch == 3:
+            raise ValueError("bad step")
+
+    trainer = Train(task, Indices(100), val_yield=Indices(5), val_task=print, max_nthread=4, shuffle=False,
+                    ordered=True)  # fmt: skip
+    with pytest.raises(ValueError, match="bad step"):
+        trainer.run(1)
+    assert not loader_threads()
+
+
+def test_an_exception_in_a_loader_thread_reaches_run():
+    class Broken(YieldFunction):
+        def __len__(self):
+            return 10
+
+        def __call__(self, index):
+            raise OSError(f"cannot read sample {index}")
+
+    with pytest.raises(OSError, match="cannot read sample"):
+        Train(lambda b: None, Broken(), max_nthread=3).run(1)
+    assert not loader_threads()
+
+
+def test_keyboard_interrupt_in_the_main_task_stops_every_thread():
+    def task(batch):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Train(task, Indices(1000), max_nthread=4, max_len=2).run(1)
+    assert not loader_threads()
+
+
+def test_ctrl_c_while_waiting_for_data_propagates_at_once_and_stops_every_thread():
+    """A real SIGINT reaches the main thread while it waits for a batch that is slow to come."""
+    entered, release = threading.Event(), threading.Event()
+
+    class Stuck(YieldFunction):
+        def __len__(self):
+            return 10
+
+        def __call__(self, index):
+            entered.set()
+            release.wait(WAIT)  # bounded: the test cannot hang here
+            return index
+
+    def interrupt():
+        assert entered.wait(WAIT)
+        time.sleep(0.1)  # let the main thread reach its wait for the queue
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    assert threading.current_thread() is threading.main_thread()
+    sender = threading.Thread(target=interrupt, name="sigint-sender")
+    sender.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            Train(lambda b: None, Stuck(), val_yield=Stuck(), val_task=print, max_nthread=2).run(1)
+        interrupted_after = time.monotonic() - started
+        # the loader threads still inside the yield function take no more work
+        # and end as soon as their call returns
+        release.set()
+        join_all(loader_threads())
+    finally:
+        release.set()
+        join_all([sender])
+    # The contract is "within a second" of the signal; the bound here is looser
+    # for a loaded machine, yet far below the WAIT the stuck call would take.
+    assert interrupted_after < WAIT / 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"val_yield": Indices(2)}, TypeError, "val_task"),
+        ({"test_yield": Indices(2)}, TypeError, "test_task"),
+        ({"max_nthread": 0}, ValueError, "max_nthread"),
+        ({"max_len": 0}, ValueError, "max_len"),
+        ({"batches_per_epoch": 5}, ValueError, "batches_per_epoch is for a stream"),
+        ({"val_task": 3}, TypeError, "val_task must be callable"),
+    ],
+)
+def test_bad_arguments_fail_before_any_thread_starts(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        Train(lambda b: None, Indices(3), **kwargs)
+    assert not loader_threads()
+
+
+def test_bad_epochs_and_missing_test_data():
+    trainer = Train(lambda b: None, Indices(3))
+    with pytest.raises(ValueError, match="epochs"):
+        trainer.run(0)
+    with pytest.raises(ValueError, match="test_yield"):
+        trainer.test()
