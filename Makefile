@@ -28,14 +28,14 @@ demo: venv $(SAMPLE_DATA)/.complete
 
 # Every benchmark with its README settings (about half an hour on 2 cores); tables in benchmarks/README.md.
 bench: venv $(SAMPLE_DATA)/.complete
-	$(PY) -m benchmarks.queue_overhead --max-len 64 8 1 --quiet 20
+	$(PY) -m benchmarks.queue_overhead --max-len 64 8 1 --quiet 8
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10 --batches 300 \
 		--out benchmarks/results/issue --quiet 5
 	$(PY) -m benchmarks.sweep --workload latency --batches 300 --quiet 5
-	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,4,8 --serial --batches 30 --calibrate 10 --quiet 12
-	$(PY) -m benchmarks.compare --quiet 12
-	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --quiet 12
-	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 12
+	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,4,8 --serial --batches 30 --calibrate 10 --quiet 8
+	$(PY) -m benchmarks.compare --quiet 8
+	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --calibrate 5 --quiet 8
+	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 8
 
 lint: venv
 	$(VENV)/bin/ruff check .
