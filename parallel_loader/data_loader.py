@@ -15,7 +15,6 @@ epoch that was abandoned part way are recognised and dropped.
 from __future__ import annotations
 
 import logging
-import operator
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ._checks import check_int
 from .fifo_queue import FIFOQueue, QueueClosed
 from .yield_function import epoch_length
 
@@ -94,11 +94,11 @@ class DataLoader:
         first_epoch: int = 0,
         batches_per_epoch: int | None = None,
     ) -> None:
-        num_threads = _check_int("num_threads", num_threads, minimum=1)
-        max_len = _check_int("max_len", max_len, minimum=1)
-        first_epoch = _check_int("first_epoch", first_epoch, minimum=0)
+        num_threads = check_int("num_threads", num_threads, minimum=1)
+        max_len = check_int("max_len", max_len, minimum=1)
+        first_epoch = check_int("first_epoch", first_epoch, minimum=0)
         if seed is not None:
-            seed = _check_int("seed", seed, minimum=0)
+            seed = check_int("seed", seed, minimum=0)
         self._stream = epoch_length(yield_fn) is None  # also checks yield_fn, early
         if self._stream:
             for option, value in (("shuffle", shuffle), ("ordered", ordered)):
@@ -108,7 +108,7 @@ class DataLoader:
                         "a stream has no indices to put in order"
                     )
             if batches_per_epoch is not None:
-                batches_per_epoch = _check_int("batches_per_epoch", batches_per_epoch, minimum=1)
+                batches_per_epoch = check_int("batches_per_epoch", batches_per_epoch, minimum=1)
         elif batches_per_epoch is not None:
             raise ValueError(
                 "batches_per_epoch is for a stream; a yield function with __len__ gives its own epoch length"
@@ -435,16 +435,3 @@ class DataLoader:
             self._closed = True
             self._work.notify_all()
         self._results.close()
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    """Return ``value`` as an int (numpy ints included) if it is one and at least ``minimum``."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {number}")
-    return number

@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-import operator
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import Literal
 import cv2
 import numpy as np
 
+from ._checks import check_int
 from .yield_function import YieldFunction
 
 __all__ = ["VIDEO_EXTENSIONS", "VideoDecodeError", "VideoFolder", "VideoInfo", "frame_count", "probe", "read_clip"]
@@ -300,9 +300,9 @@ class VideoFolder(YieldFunction):
         exact_counts: bool = False,
         seek: bool = False,
     ) -> None:
-        batch_size = _positive_int("batch_size", batch_size)
-        clip_len = _positive_int("clip_len", clip_len)
-        stride = _positive_int("stride", stride)
+        batch_size = check_int("batch_size", batch_size, minimum=1)
+        clip_len = check_int("clip_len", clip_len, minimum=1)
+        stride = check_int("stride", stride, minimum=1)
         _check_clip_args(0, clip_len, stride, size)
         if on_error not in ("raise", "skip"):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -311,7 +311,7 @@ class VideoFolder(YieldFunction):
         if not 0 < crop_fraction <= 1:
             raise ValueError(f"crop_fraction must be in (0, 1], got {crop_fraction!r}")
         if seed is not None:
-            seed = _int_at_least("seed", seed, 0, "a non-negative int or None")
+            seed = check_int("seed", seed, minimum=0)
         self.root = Path(root)
         self.batch_size = batch_size
         self.clip_len = clip_len
@@ -395,7 +395,7 @@ class VideoFolder(YieldFunction):
         Raises:
             ValueError: ``epoch`` is not a non-negative int (numpy ints included).
         """
-        epoch = _int_at_least("epoch", epoch, 0, "a non-negative int")
+        epoch = check_int("epoch", epoch, minimum=0)
         self._state = (epoch, self._order(epoch))
 
     @property
@@ -504,28 +504,11 @@ def _raise_short(path, capture: cv2.VideoCapture, start: int, clip_len: int, str
     )
 
 
-def _int_at_least(name: str, value: object, minimum: int, what: str) -> int:
-    """Return ``value`` as an int (numpy ints included, bools not) if it is at least ``minimum``."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be {what}, got {value!r}") from None
-    if number < minimum:
-        raise ValueError(f"{name} must be {what}, got {value!r}")
-    return number
-
-
-def _positive_int(name: str, value: object) -> int:
-    return _int_at_least(name, value, 1, "a positive int")
-
-
 def _check_clip_args(start: object, clip_len: object, stride: object, size: object) -> None:
     if isinstance(start, bool) or not isinstance(start, int | np.integer) or start < 0:
         raise ValueError(f"start must be a non-negative int, got {start!r}")
-    _positive_int("clip_len", clip_len)
-    _positive_int("stride", stride)
+    check_int("clip_len", clip_len, minimum=1)
+    check_int("stride", stride, minimum=1)
     if size is not None and (
         len(size) != 2 or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
     ):

@@ -469,19 +469,19 @@ def test_classes_argument_fixes_the_label_order(tree):
 
 
 @pytest.mark.parametrize(
-    "kwargs",
+    ("kwargs", "error"),
     [
-        dict(batch_size=0),
-        dict(clip_len=0),
-        dict(on_error="ignore"),
-        dict(dtype="float64"),
-        dict(seed=-1),
-        dict(seed=1.5),
-        dict(stride=True),
+        (dict(batch_size=0), ValueError),
+        (dict(clip_len=0), ValueError),
+        (dict(on_error="ignore"), ValueError),
+        (dict(dtype="float64"), ValueError),
+        (dict(seed=-1), ValueError),
+        (dict(seed=1.5), TypeError),
+        (dict(stride=True), TypeError),
     ],
 )
-def test_video_folder_rejects_bad_arguments(tree, kwargs):
-    with pytest.raises(ValueError, match=next(iter(kwargs))):
+def test_video_folder_rejects_bad_arguments(tree, kwargs, error):
+    with pytest.raises(error, match=next(iter(kwargs))):
         folder(tree, **kwargs)
 
 
