@@ -74,7 +74,7 @@ class DataLoader:
             Needs a yield function with ``__len__``.
         name: prefix of the thread names.
         first_epoch: the number of the first epoch, to continue a run's sequence of
-            shuffled orders (and the epochs passed to ``on_epoch_end``) in a new loader.
+            shuffled orders (and the epochs passed to ``on_epoch_begin``/``on_epoch_end``) in a new loader.
         batches_per_epoch: for a stream only: the most calls that make one epoch.
 
     Raises:
