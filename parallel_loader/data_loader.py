@@ -293,9 +293,11 @@ class DataLoader:
         pending: dict[int, Any] = {}  # ordered mode: results that came ahead of their turn
         next_position = 0
         while True:
-            with self._work:
-                if received == self._length:
-                    return
+            # Read without the lock: only a stream's end changes _length during an
+            # epoch, and that is set before the end's marker is queued, so it is
+            # seen here by the time that marker has been received.
+            if received == self._length:
+                return
             if self._failure is not None:
                 self._raise_failure()
             try:
@@ -319,7 +321,7 @@ class DataLoader:
                 next_position += 1
                 with self._work:
                     self._yielded = next_position
-                    self._work.notify_all()
+                    self._work.notify()  # the window has room for one more position: one thread will do
                 if batch is not _NO_BATCH:
                     yield batch
 

@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._checks import check_int
 from .data_loader import STOP_TIMEOUT, DataLoader
+from .yield_function import epoch_length
 
 __all__ = ["EpochStats", "PassStats", "Train"]
 
@@ -123,8 +125,8 @@ class Train:
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
         for name, count in (("max_nthread", max_nthread), ("max_len", max_len), ("eval_nthread", eval_nthread)):
-            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-                raise ValueError(f"{name} must be a positive int, got {count!r}")
+            if count is not None:
+                check_int(name, count, minimum=1)
         if val_yield is not None and val_task is None:
             raise TypeError("val_yield was given without val_task: pass the callable to run on validation batches")
         if test_yield is not None and test_task is None:
@@ -135,7 +137,7 @@ class Train:
         self.keep_outputs = keep_outputs
         self.on_epoch_end = on_epoch_end
         eval_nthread = max_nthread if eval_nthread is None else eval_nthread
-        indexed = hasattr(type(train_yield), "__len__")
+        indexed = epoch_length(train_yield) is not None
         train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed)
         if indexed and batches_per_epoch is not None:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
@@ -162,8 +164,7 @@ class Train:
         Returns:
             ``self.history``: one ``EpochStats`` per epoch, of this call and earlier ones.
         """
-        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
-            raise ValueError(f"epochs must be a positive int, got {epochs!r}")
+        epochs = check_int("epochs", epochs, minimum=1)
         with self._open_loaders() as loaders:
             for _ in range(epochs):
                 stats = EpochStats(len(self.history), self._pass(loaders["train"], self.main_task))
