@@ -17,6 +17,8 @@ import time
 from collections import deque
 from typing import Any
 
+from ._checks import check_int, check_timeout
+
 __all__ = ["FIFOQueue", "QueueClosed"]
 
 
@@ -39,15 +41,14 @@ class FIFOQueue:
     """
 
     def __init__(self, max_len: int = 8) -> None:
-        if isinstance(max_len, bool) or not isinstance(max_len, int):
-            raise TypeError(f"max_len must be an int, got {type(max_len).__name__} {max_len!r}")
-        if max_len < 1:
-            raise ValueError(f"max_len must be at least 1, got {max_len}")
-        self._max_len = max_len
+        self._max_len = check_int("max_len", max_len, minimum=1)
         self._items: deque[Any] = deque()
         self._closed = False
         # One lock, held whenever the queue or its closed flag changes, shared by
         # both conditions so that a waiter re-checks both under the same lock.
+        # Callers take it as ``with self._mutex``, never ``with`` a condition:
+        # Condition.__enter__ is Python code, and a KeyboardInterrupt raised there
+        # just after the lock is taken would leave it held for ever.
         self._mutex = threading.Lock()
         self._not_empty = threading.Condition(self._mutex)
         self._not_full = threading.Condition(self._mutex)
@@ -75,16 +76,15 @@ class FIFOQueue:
 
         Args:
             item: any object, ``None`` included.
-            timeout: the most seconds to wait for room; ``None`` waits for ever.
+            timeout: the most seconds to wait for room; ``None`` (or ``math.inf``) waits for ever.
 
         Raises:
             QueueClosed: the queue is closed, or was closed while waiting.
             TimeoutError: no room came within ``timeout`` seconds.
-            ValueError: ``timeout`` is negative.
+            TypeError, ValueError: ``timeout`` is not a number, or is negative or NaN.
         """
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be a non-negative number or None, got {timeout}")
-        with self._not_full:
+        timeout = check_timeout(timeout)
+        with self._mutex:
             if len(self._items) >= self._max_len and not self._closed:
                 self._wait(self._not_full, self._is_full, timeout, "enqueue")
             if self._closed:
@@ -98,16 +98,15 @@ class FIFOQueue:
         After ``close()`` this still returns every item queued before it.
 
         Args:
-            timeout: the most seconds to wait for an item; ``None`` waits for ever.
+            timeout: the most seconds to wait for an item; ``None`` (or ``math.inf``) waits for ever.
 
         Raises:
             QueueClosed: the queue is closed and empty.
             TimeoutError: no item came within ``timeout`` seconds.
-            ValueError: ``timeout`` is negative.
+            TypeError, ValueError: ``timeout`` is not a number, or is negative or NaN.
         """
-        if timeout is not None and timeout < 0:
-            raise ValueError(f"timeout must be a non-negative number or None, got {timeout}")
-        with self._not_empty:
+        timeout = check_timeout(timeout)
+        with self._mutex:
             if not self._items and not self._closed:
                 self._wait(self._not_empty, self._is_empty, timeout, "dequeue")
             if not self._items:
