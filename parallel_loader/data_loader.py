@@ -1,51 +1,69 @@
 """Loader threads that call a yield function and queue its batches.
 
-``DataLoader`` starts N threads once and reuses them for every epoch. Each thread
-takes the next position of the epoch, calls the yield function for it and puts
-the batch in a bounded ``FIFOQueue``; iterating the loader takes batches out.
+``DataLoader`` composes the pieces of a loader, each in its own module:
+
+* the epoch plan (``epoch_plan``): which positions an epoch has, the index made
+  at each, which were done; it is what ``state_dict`` saves;
+* the worker pool (``worker_pool``): the threads, the count of calls in
+  progress, and the watchdog for stuck calls;
+* the error budget (``error_budget``): which failed calls may be skipped, and
+  the manifest of those that were;
+* the bounded ``FIFOQueue`` between the threads and the consumer.
+
+What stays here is the consumer's side: starting and ending epochs, handing
+slots of the plan to the threads, ordered reassembly, and raising failures.
 The loader knows nothing of what a batch is: no video, no TensorFlow.
 
-How work is handed out: one condition guards the epoch's state (which positions
-exist, which were taken, how far the consumer got). Threads wait on it for work;
-the consumer notifies it when an epoch starts, when it moves the ordered window,
-and on close. Every queued result is tagged with its epoch, so results of an
-epoch that was abandoned part way are recognised and dropped.
+Every queued result is tagged with its epoch, so results of an epoch that was
+abandoned part way are recognised and dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from ._checks import check_int
+from ._checks import check_bool, check_callable, check_int, check_timeout
+from .epoch_plan import EpochPlan, shuffled_order
+from .error_budget import ErrorBudget, ErrorRecord, error_context
+from .errors import LoaderClosed, LoaderTimeout
 from .fifo_queue import FIFOQueue, QueueClosed
+from .worker_pool import CallSlot, WorkerPool
 from .yield_function import epoch_length
 
-__all__ = ["DataLoader", "LoaderClosed"]
+__all__ = ["STOP_TIMEOUT", "DataLoader", "LoaderClosed"]
 
 log = logging.getLogger(__name__)
-
-# A word of the random key of the shuffled order, so that it differs from any
-# random stream a yield function derives from the same seed and epoch.
-_SHUFFLE_KEY = 0x5348554646
-
-# Stands in the result queue for a stream call that raised StopIteration, so that
-# every position handed out is accounted for. Never None: None can be a batch.
-_NO_BATCH = object()
-
 
 # After an error or Ctrl-C, how long to wait for loader threads still inside a call
 # of the yield function: they take no more work and end when that call returns.
 STOP_TIMEOUT = 0.5
 
+# The version of the dict that state_dict() returns.
+_STATE_FORMAT = 1
 
-class LoaderClosed(RuntimeError):
-    """The DataLoader was closed: it cannot start an epoch, or was closed during one."""
+# Stands in the result queue for a stream call that raised StopIteration, so that
+# every slot handed out is accounted for. Never None: None can be a batch.
+_NO_BATCH = object()
+
+# Exceptions that on_error="skip" never skips.
+_NEVER_SKIPPED = (MemoryError,)
+
+
+class _Failed:
+    """A call that failed. ``record`` is set when it is skipped, ``None`` when it stops the loader."""
+
+    __slots__ = ("exc", "record")
+
+    def __init__(self, exc: BaseException, record: ErrorRecord | None) -> None:
+        self.exc = exc
+        self.record = record
 
 
 class DataLoader:
@@ -76,6 +94,22 @@ class DataLoader:
         first_epoch: the number of the first epoch, to continue a run's sequence of
             shuffled orders (and the epochs passed to ``on_epoch_begin``/``on_epoch_end``) in a new loader.
         batches_per_epoch: for a stream only: the most calls that make one epoch.
+        on_error: ``"raise"`` (default): a call that raises stops the loader, and the
+            exception is raised in the consumer. ``"skip"``: a call that raises an
+            ``Exception`` (``MemoryError`` aside) is left out of its epoch and recorded
+            in ``errors``; the epoch's other batches still come exactly once.
+        max_errors: the error budget: ``None`` (no limit), a count, or a fraction in
+            (0, 1) of the calls made so far. One failure past it raises
+            ``ErrorBudgetExceeded`` in the consumer.
+        error_log: a file to which each failure is appended at once as a JSON line.
+        call_timeout: seconds a call of the yield function may run. A longer call
+            raises ``LoaderTimeout`` in the consumer, naming the thread and index
+            and showing the thread's stack; with ``on_error="skip"`` it is recorded
+            as a failure instead, another thread takes over, and a late result is
+            dropped (it raises anyway once more than ``num_threads`` calls are stuck).
+        thread_init: called in each loader thread with its number (0, 1, ...)
+            before its first call, to set up per-thread state (a connection, a
+            decoder). An exception there is raised in the consumer.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -93,12 +127,28 @@ class DataLoader:
         name: str = "DataLoader",
         first_epoch: int = 0,
         batches_per_epoch: int | None = None,
+        *,
+        on_error: str = "raise",
+        max_errors: int | float | None = None,
+        error_log: str | os.PathLike[str] | None = None,
+        call_timeout: float | None = None,
+        thread_init: Callable[[int], Any] | None = None,
     ) -> None:
         num_threads = check_int("num_threads", num_threads, minimum=1)
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
+        shuffle = check_bool("shuffle", shuffle)
+        ordered = check_bool("ordered", ordered)
         if seed is not None:
             seed = check_int("seed", seed, minimum=0)
+        if on_error not in ("raise", "skip"):
+            raise ValueError(f'on_error must be "raise" or "skip", got {on_error!r}')
+        call_timeout = check_timeout(call_timeout, "call_timeout")
+        if call_timeout == 0:
+            raise ValueError("call_timeout must be more than 0 seconds, or None for no watchdog")
+        check_callable("thread_init", thread_init)
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__} {name!r}")
         self._stream = epoch_length(yield_fn) is None  # also checks yield_fn, early
         if self._stream:
             for option, value in (("shuffle", shuffle), ("ordered", ordered)):
@@ -118,28 +168,48 @@ class DataLoader:
         self.num_threads = num_threads
         self.max_len = max_len
         self.shuffle = shuffle
+        self._seed_given = seed is not None
         # With no seed, draw one now, so that each epoch's order still differs from the last.
         self.seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
         self.ordered = ordered
         self.name = name
+        self.on_error = on_error
+        self.call_timeout = call_timeout
+        self._budget = ErrorBudget(max_errors, error_log)
+        sink = getattr(yield_fn, "set_error_sink", None)
+        if sink is not None:  # a yield function that skips bad data itself reports it here (VideoFolder)
+            sink(self._report_skip)
         self._results = FIFOQueue(max_len)
-        self._threads: list[threading.Thread] = []
-        # One lock guards everything below. Loader threads wait on _work for work;
-        # the consumer waits on _idle for calls left running to finish.
-        lock = threading.Lock()
-        self._work = threading.Condition(lock)
-        self._idle = threading.Condition(lock)  # notified when _busy drops to 0
+        # One lock guards the state below and the pool's; code that may run in the
+        # main thread takes it as ``with self._lock`` (see worker_pool's docstring).
+        self._lock = threading.Lock()
+        self._pool = WorkerPool(
+            name,
+            self._lock,
+            take=self._take,
+            make=self._make,
+            put=self._put,
+            fail=self._fail,
+            thread_init=thread_init,
+            call_timeout=call_timeout,
+            on_stuck=self._on_stuck,
+        )
+        self._started = False
         self._closed = False
         self._failure: BaseException | None = None
         self._failure_raised = False
         self._active = False  # an iteration is in progress
-        self._busy = 0  # calls of the yield function running now
         self._epoch = first_epoch - 1  # also tags results, to drop those of an abandoned epoch
-        self._order: Sequence[int] = ()
-        self._length: int | None = 0  # positions this epoch; None while a stream runs
-        self._next = 0  # next position to hand out
-        self._yielded = 0  # positions delivered, in ordered mode
+        self._plan: EpochPlan | None = None  # the current or last epoch's
+        self._completed = first_epoch - 1  # the last epoch delivered whole
+        self._resume: list[int] | int | None = None  # done positions (a count for a stream) from load_state_dict
+        self._loaded_done: Any = None  # the same, as the state gave it, until the first epoch starts
+        self._slots: int | None = 0  # slots this epoch; None while a stream runs with no end
+        self._next = 0  # next slot to hand out
+        self._released = 0  # slots delivered, in ordered mode
         self._window = max_len + num_threads if ordered else None
+        self._calls = 0  # results the consumer received, for a fractional error budget
+        self._errors_before = 0  # failures recorded before a load_state_dict
 
     # Public API, for the consuming thread.
 
@@ -161,7 +231,12 @@ class DataLoader:
     @property
     def threads(self) -> tuple[threading.Thread, ...]:
         """The loader threads started so far (none before the first iteration)."""
-        return tuple(self._threads)
+        return self._pool.threads
+
+    @property
+    def errors(self) -> list[ErrorRecord]:
+        """The failures recorded so far: skipped calls, stuck calls, and what the yield function reported."""
+        return list(self._budget.records)
 
     def __len__(self) -> int:
         """Batches per epoch, as the yield function says now."""
@@ -179,21 +254,103 @@ class DataLoader:
             LoaderClosed: the loader is closed, or was closed by another thread
                 during the epoch.
             RuntimeError: another iteration over this loader is in progress.
+            ErrorBudgetExceeded: more calls failed than ``max_errors`` allows.
+            LoaderTimeout: a call ran longer than ``call_timeout``.
             BaseException: whatever the yield function raised in a loader thread,
                 re-raised here with that thread's traceback; the loader is then
                 stopped, and ``close()`` waits for the threads still in a call.
         """
-        epoch = self._begin_epoch()
+        plan = self._begin_epoch()
         completed = False
         try:
-            yield from self._deliver(epoch)
+            yield from self._deliver(plan)
             completed = True
         finally:
             self._end_epoch(completed)
+        self._completed = plan.epoch
         on_epoch_end = getattr(self._yield_fn, "on_epoch_end", None)
         if on_epoch_end is not None:
             self._wait_idle()  # a call left over from an abandoned epoch may still run
-            on_epoch_end(epoch)
+            on_epoch_end(plan.epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader is: enough for ``load_state_dict`` to go on from here in a new loader.
+
+        A JSON-serialisable dict: the epoch, which of its positions were delivered
+        (or skipped), the seed, and the error counts. Batches made but not yet
+        delivered are not in it: a resumed loader makes them again. After an epoch
+        delivered whole, the state is the start of the next one; after one
+        abandoned part way (a ``break``, an error, Ctrl-C), it is that epoch with
+        what it delivered, so a checkpoint taken in an ``except`` block resumes
+        where the training stopped. Call it from the consuming thread.
+        """
+        plan = self._plan
+        if self._loaded_done is not None:  # loaded, not iterated yet: pass it on unchanged
+            epoch, done = self._epoch + 1, self._loaded_done
+        elif plan is None or plan.epoch <= self._completed:
+            epoch, done = self._completed + 1, 0 if self._stream else []
+        else:
+            epoch, done = plan.epoch, plan.done_count if self._stream else plan.done_ranges()
+        return {
+            "format": _STATE_FORMAT,
+            "epoch": epoch,
+            "done": done,
+            "length": None if self._stream else len(self),
+            "seed": self.seed,
+            "shuffle": self.shuffle,
+            "errors": self._errors_before + len(self._budget.records),
+            "calls": self._calls,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from ``state`` (from ``state_dict``): call it on a new loader before iterating.
+
+        The next iteration delivers exactly the positions of the saved epoch that
+        were not delivered, in the same order in ordered mode; later epochs go on
+        as if never interrupted. The thread count and queue length may differ from
+        the saving loader's. Without a ``seed`` of its own the loader takes the
+        state's, so shuffled orders match.
+
+        Raises:
+            RuntimeError: the loader has already been iterated.
+            ValueError: the state does not fit this loader (another length,
+                seed, or shuffle setting), or is malformed.
+        """
+        if self._started or self._plan is not None or self._active:
+            raise RuntimeError(f"{self.name}: load_state_dict must be called before the first iteration")
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise ValueError(f"not a DataLoader state of format {_STATE_FORMAT}: {state!r:.200}")
+        try:
+            epoch = check_int("the state's epoch", state["epoch"], minimum=0)
+            saved_seed = check_int("the state's seed", state["seed"], minimum=0)
+            errors = check_int("the state's errors", state.get("errors", 0), minimum=0)
+            calls = check_int("the state's calls", state.get("calls", 0), minimum=0)
+            done = state["done"]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed DataLoader state ({exc}): {state!r:.200}") from None
+        if state.get("shuffle", False) != self.shuffle:
+            raise ValueError(f"the state was saved with shuffle={state.get('shuffle')}, this loader has {self.shuffle}")
+        if self.shuffle and self._seed_given and saved_seed != self.seed:
+            raise ValueError(
+                f"the state was saved with seed={saved_seed}, this loader has seed={self.seed}: "
+                "the shuffled orders would differ; pass the same seed, or none"
+            )
+        if self._stream:
+            self._resume = check_int("the state's done count", done, minimum=0)
+        else:
+            length = len(self)
+            if state.get("length") != length:
+                raise ValueError(
+                    f"the state was saved for {state.get('length')} batches per epoch, the yield function "
+                    f"now has {length}: it is not the same data"
+                )
+            self._resume = EpochPlan.positions(done, length)
+        self._loaded_done = done
+        self.seed = saved_seed if not self._seed_given else self.seed
+        self._epoch = epoch - 1
+        self._completed = epoch - 1
+        self._errors_before = errors
+        self._calls = calls
 
     def stop(self) -> None:
         """Tell every loader thread to stop, without waiting: the first half of ``close()``.
@@ -202,33 +359,32 @@ class DataLoader:
         Safe from any thread; idempotent.
         """
         try:
-            with self._work:
+            with self._lock:
                 self._closed = True
-                self._work.notify_all()
         finally:
-            self._results.close()
+            try:
+                self._pool.stop()
+            finally:
+                self._results.close()
 
     def close(self, timeout: float | None = None) -> None:
         """Stop every loader thread and wait for them to end.
 
-        Threads busy in the yield function finish that call first. Idempotent.
+        Threads busy in the yield function finish that call first; with a
+        ``call_timeout``, a call is not waited for past it. Idempotent.
 
         Args:
             timeout: the most seconds to wait for all the threads together; ``None``
                 waits until each ends. Threads still running then are logged; they
                 take no more work and end when their call returns.
         """
+        timeout = check_timeout(timeout)
         self.stop()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        current = threading.current_thread()
-        others = [t for t in self._threads if t is not current]
-        for thread in others:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        running = [t.name for t in others if t.is_alive()]
+        running = self._pool.join(timeout)
         if running:
             log.warning(
-                "%s: %s still inside the yield function %.1f s after close(); they end when that call returns",
-                self.name, ", ".join(running), timeout,
+                "%s: %s still inside the yield function after close(); they end when that call returns",
+                self.name, ", ".join(running),
             )  # fmt: skip
         if self._failure is not None and not self._failure_raised:
             log.error("%s: a loader thread failed and nobody took the error", self.name, exc_info=self._failure)
@@ -249,11 +405,11 @@ class DataLoader:
 
     # The consumer's side of an epoch.
 
-    def _begin_epoch(self) -> int:
+    def _begin_epoch(self) -> EpochPlan:
         length = self.batches_per_epoch if self._stream else epoch_length(self._yield_fn)
         if self._failure is not None:
             self._raise_failure()  # a failure in an abandoned epoch is not lost either
-        with self._work:
+        with self._lock:
             if self._closed:
                 raise LoaderClosed(self._closed_message()) from self._failure
             if self._active:
@@ -261,8 +417,9 @@ class DataLoader:
                     f"{self.name}: an iteration over this DataLoader is in progress; "
                     "finish it or close its iterator before starting another"
                 )
-            # Active, but nothing to hand out until the epoch's positions are set below.
+            # Active, but nothing to hand out until the epoch's slots are set below.
             self._active = True
+            self._slots = self._next = 0
             self._epoch += 1
             epoch = self._epoch
         try:
@@ -270,38 +427,54 @@ class DataLoader:
             if on_epoch_begin is not None:
                 self._wait_idle()  # a call left over from an abandoned epoch may still run
                 on_epoch_begin(epoch)
-            order: Sequence[int] = range(length or 0)
-            if self.shuffle:
-                order = np.random.default_rng([self.seed, _SHUFFLE_KEY, epoch]).permutation(length).tolist()
+            plan = self._make_plan(epoch, length)
         except BaseException:
-            with self._work:
+            with self._lock:
                 self._active = False
             raise
-        with self._work:
-            self._order = order
-            self._length = length
-            self._next = 0
-            self._yielded = 0
-            if not self._threads and not self._closed:
+        with self._lock:
+            self._plan = plan
+            self._slots = plan.slots if not self._stream else self._stream_slots(plan)
+            self._released = 0
+            if not self._started and not self._closed:
                 # Under the lock, so that a close() in another thread sees every thread.
-                self._start_threads()
-            self._work.notify_all()
-        return epoch
+                self._started = True
+                self._pool.start(self.num_threads)
+            self._pool.notify(all_threads=True)
+        return plan
 
-    def _deliver(self, epoch: int) -> Iterator[Any]:
+    def _make_plan(self, epoch: int, length: int | None) -> EpochPlan:
+        resume, self._resume, self._loaded_done = self._resume, None, None
+        if self._stream:
+            plan = EpochPlan(epoch, None)
+            for _ in range(resume or 0):
+                plan.mark_done(0)
+            return plan
+        order = shuffled_order(self.seed, epoch, length) if self.shuffle and length else None
+        return EpochPlan(epoch, length, order, done=resume or ())
+
+    def _stream_slots(self, plan: EpochPlan) -> int | None:
+        if self.batches_per_epoch is None:
+            return None
+        return max(0, self.batches_per_epoch - plan.done_count)
+
+    def _deliver(self, plan: EpochPlan) -> Iterator[Any]:
+        epoch = plan.epoch
         received = 0
-        pending: dict[int, Any] = {}  # ordered mode: results that came ahead of their turn
-        next_position = 0
+        pending: dict[int, tuple[int, Any]] = {}  # ordered mode: results that came ahead of their turn
+        next_slot = 0
+        budget = self._budget
+        errors_seen = len(budget.records)
         while True:
-            # Read without the lock: only a stream's end changes _length during an
+            # Read without the lock: only a stream's end changes _slots during an
             # epoch, and that is set before the end's marker is queued, so it is
             # seen here by the time that marker has been received.
-            if received == self._length:
-                return
+            if received == self._slots:
+                break
             if self._failure is not None:
                 self._raise_failure()
             try:
-                tag, position, batch = self._results.dequeue()
+                tag, slot, position, batch = self._results.dequeue()
             except QueueClosed:
                 tag = None  # handled outside the except, so as not to chain QueueClosed to the error
             if tag is None:
@@ -311,25 +484,42 @@ class DataLoader:
             if tag != epoch:
                 continue  # made for an epoch that was abandoned
             received += 1
-            if not self.ordered:
-                if batch is not _NO_BATCH:
+            self._calls += 1
+            if len(budget.records) != errors_seen:
+                errors_seen = len(budget.records)
+                self._check_budget()
+            if self.ordered:
+                pending[slot] = (position, batch)
+                if next_slot not in pending:
+                    continue
+                position, batch = pending.pop(next_slot)
+                next_slot = self._release(next_slot + 1)
+            while True:
+                plan.mark_done(position)
+                if batch is not _NO_BATCH and type(batch) is not _Failed:
                     yield batch
-                continue
-            pending[position] = batch
-            while next_position in pending:
-                batch = pending.pop(next_position)
-                next_position += 1
-                with self._work:
-                    self._yielded = next_position
-                    self._work.notify()  # the window has room for one more position: one thread will do
-                if batch is not _NO_BATCH:
-                    yield batch
+                if not self.ordered or next_slot not in pending:
+                    break
+                position, batch = pending.pop(next_slot)
+                next_slot = self._release(next_slot + 1)
+        # Every slot is in: calls still running belong to abandoned epochs. Wait for
+        # them, so that a failure of theirs is raised here and not lost.
+        self._wait_idle()
+        if self._failure is not None:
+            self._raise_failure()
+
+    def _release(self, released: int) -> int:
+        """Ordered mode: the window moves on to ``released``; one waiting thread may take a slot."""
+        with self._lock:
+            self._released = released
+            self._pool.notify()
+        return released
 
     def _end_epoch(self, completed: bool) -> None:
-        with self._work:
+        with self._lock:
             self._active = False
             if not completed:
-                self._length = self._next  # hand out nothing more of this epoch
+                self._slots = self._next  # hand out nothing more of this epoch
         if completed:
             return
         # Free the memory of results nobody will take; threads still busy with this
@@ -339,6 +529,13 @@ class DataLoader:
                 self._results.dequeue(timeout=0)
             except (TimeoutError, QueueClosed):
                 break
+
+    def _check_budget(self) -> None:
+        try:
+            self._budget.check(self._errors_before + len(self._budget.records), self._calls)
+        except BaseException:
+            self.stop()
+            raise
 
     def _raise_failure(self) -> None:
         failure = self._failure
@@ -351,89 +548,103 @@ class DataLoader:
         raise failure
 
     def _wait_idle(self) -> None:
-        with self._idle:
-            while self._busy:
-                self._idle.wait()
+        """Wait for calls in progress to end; raise ``LoaderClosed`` if the loader closes meanwhile."""
+        if not self._pool.wait_idle(give_up=lambda: self._closed):
+            if self._failure is not None:
+                self._raise_failure()
+            raise LoaderClosed(f"{self.name} was closed while waiting for calls of the yield function to end")
 
     def _closed_message(self) -> str:
         if self._failure is not None:
             return f"{self.name} is closed: a loader thread failed with {self._failure!r}"
         return f"{self.name} is closed"
 
-    # The loader threads' side.
+    # The loader threads' side (called by the pool).
 
-    def _start_threads(self) -> None:
-        for i in range(self.num_threads):
-            thread = threading.Thread(target=self._work_loop, name=f"{self.name}-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        log.debug("%s started %d threads", self.name, self.num_threads)
+    def _take(self) -> tuple[int, int, int, int] | None:
+        """The next task, ``(epoch, slot, position, index)``, or ``None``. Called with the lock held."""
+        slot = self._next
+        if self._slots is not None and slot >= self._slots:
+            return None
+        if self._window is not None and slot >= self._released + self._window:
+            return None
+        self._next = slot + 1
+        if self._stream:
+            return self._epoch, slot, slot, slot
+        position, index = self._plan.task(slot)  # type: ignore[union-attr]
+        return self._epoch, slot, position, index
 
-    def _work_loop(self) -> None:
-        call = self._yield_fn
-        while True:
-            task = self._take()
-            if task is None:
-                return
-            epoch, position, index = task
-            try:
-                batch = call() if self._stream else call(index)
-            except StopIteration as exc:
-                if not self._stream:
-                    error = RuntimeError(f"the yield function raised StopIteration for index {index}")
-                    error.__cause__ = exc
-                    self._fail(error, index)
-                    return
+    def _make(self, task: tuple[int, int, int, int]) -> Any:
+        epoch, _, _, index = task
+        try:
+            return self._yield_fn() if self._stream else self._yield_fn(index)
+        except StopIteration as exc:
+            if self._stream:
                 self._end_stream(epoch)
-                batch = _NO_BATCH
-            except BaseException as exc:  # handed to the consumer, which re-raises it
-                self._fail(exc, index)
-                return
-            finally:
-                self._call_done()
-            try:
-                self._results.enqueue((epoch, position, batch))
-            except QueueClosed:
-                return
+                return _NO_BATCH
+            error = RuntimeError(f"the yield function raised StopIteration for index {index}")
+            error.__cause__ = exc
+            return self._failed(error, epoch, index)
+        except BaseException as exc:
+            return self._failed(exc, epoch, index)
 
-    def _take(self) -> tuple[int, int, int] | None:
-        """Wait for the next position to make; ``None`` means stop."""
-        with self._work:
-            while True:
-                if self._closed:
-                    return None
-                if self._may_hand_out():
-                    position = self._next
-                    self._next += 1
-                    self._busy += 1
-                    index = position if self._stream else self._order[position]
-                    return self._epoch, position, index
-                self._work.wait()
+    def _failed(self, exc: BaseException, epoch: int, index: int) -> _Failed:
+        where = None if self._stream else index
+        exc.add_note(f"raised in loader thread {threading.current_thread().name} for index {where}")
+        if self.on_error == "skip" and isinstance(exc, Exception) and not isinstance(exc, _NEVER_SKIPPED):
+            record = self._budget.record(epoch, where, exc, error_context(self._yield_fn, where, exc))
+            log.warning("%s: skipped index %s of epoch %d: %r", self.name, where, epoch, exc)
+            return _Failed(exc, record)
+        return _Failed(exc, None)
 
-    def _may_hand_out(self) -> bool:
-        if not self._active:
+    def _put(self, task: tuple[int, int, int, int], result: Any) -> bool:
+        if type(result) is _Failed and result.record is None:
+            self._fail(result.exc)
             return False
-        if self._length is not None and self._next >= self._length:
+        try:
+            self._results.enqueue((task[0], task[1], task[2], result))
+        except QueueClosed:
             return False
-        return self._window is None or self._next < self._yielded + self._window
-
-    def _call_done(self) -> None:
-        with self._work:
-            self._busy -= 1
-            if not self._busy:
-                self._idle.notify_all()
+        return True
 
     def _end_stream(self, epoch: int) -> None:
-        with self._work:
+        with self._lock:
             if epoch == self._epoch:  # not a call left over from an abandoned epoch
-                self._length = self._next  # positions handed out so far are all there will be
+                self._slots = self._next  # slots handed out so far are all there will be
 
-    def _fail(self, exc: BaseException, index: int) -> None:
-        exc.add_note(f"raised in loader thread {threading.current_thread().name} for index {index}")
+    def _fail(self, exc: BaseException) -> None:
         log.debug("%s: loader thread failed", self.name, exc_info=exc)
-        with self._work:
+        with self._lock:
             if self._failure is None:
                 self._failure = exc
             self._closed = True
-            self._work.notify_all()
+        self._pool.stop()
         self._results.close()
+
+    def _on_stuck(self, slot: CallSlot) -> None:
+        """The watchdog saw a call past ``call_timeout`` (runs in the watchdog thread)."""
+        epoch, _, _, index = slot.task
+        where = None if self._stream else index
+        started = slot.started
+        elapsed = time.monotonic() - started if started is not None else float(self.call_timeout or 0)
+        error = LoaderTimeout(
+            f"{self.name}: the call of the yield function for index {where} in thread {slot.thread.name} "
+            f"has run {elapsed:.1f} s, past call_timeout={self.call_timeout} s. Its stack now:\n{slot.stack()}",
+            thread=slot.thread.name,
+            index=where,
+            elapsed=elapsed,
+        )
+        stuck = len(self._pool.stuck())
+        if self.on_error != "skip" or stuck > self.num_threads:
+            if self.on_error == "skip":
+                error.add_note(f"{stuck} calls are stuck at once, more than num_threads={self.num_threads}")
+            self._fail(error)
+            return
+        record = self._budget.record(epoch, where, error, error_context(self._yield_fn, where, error))
+        log.warning("%s: skipped index %s of epoch %d: %s", self.name, where, epoch, str(error).split("\n")[0])
+        self._pool.replace(slot)
+        self._put(slot.task, _Failed(error, record))
+
+    def _report_skip(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> None:
+        """The error sink given to a yield function that skips bad data itself. Any thread."""
+        self._budget.record(self._epoch, index, exc, context or error_context(self._yield_fn, index, exc))

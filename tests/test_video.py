@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader
-from parallel_loader.data_loader import _SHUFFLE_KEY
+from parallel_loader.epoch_plan import _SHUFFLE_KEY
 from parallel_loader.video import _CLIP_KEY, _ORDER_KEY, VideoDecodeError, VideoFolder, frame_count, probe, read_clip
 
 from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video

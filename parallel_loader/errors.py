@@ -1,0 +1,46 @@
+"""The exceptions a loader raises in the consuming thread, one per meaning.
+
+A yield function's own exception is raised as it is, with the loader thread's
+traceback and a note naming the thread and the index; these are the loader's.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ErrorBudgetExceeded", "LoaderClosed", "LoaderTimeout"]
+
+
+class LoaderClosed(RuntimeError):
+    """The DataLoader was closed: it cannot start an epoch, or was closed during one."""
+
+
+class LoaderTimeout(TimeoutError):
+    """A call of the yield function ran longer than the loader's ``call_timeout``.
+
+    The message names the thread, the index and the time the call had run, and
+    shows the stuck thread's stack at that moment.
+
+    Attributes:
+        thread: the name of the loader thread stuck in the call.
+        index: the index it was called with (``None`` for a stream).
+        elapsed: seconds the call had run when the watchdog saw it.
+    """
+
+    def __init__(self, message: str, thread: str, index: int | None, elapsed: float) -> None:
+        super().__init__(message)
+        self.thread = thread
+        self.index = index
+        self.elapsed = elapsed
+
+
+class ErrorBudgetExceeded(RuntimeError):
+    """More yield-function calls failed than ``max_errors`` allows.
+
+    Attributes:
+        errors: the records of every failure so far (``ErrorRecord``).
+        budget: the ``max_errors`` the loader was given.
+    """
+
+    def __init__(self, message: str, errors: list, budget: int | float) -> None:
+        super().__init__(message)
+        self.errors = errors
+        self.budget = budget

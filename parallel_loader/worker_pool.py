@@ -1,0 +1,300 @@
+"""The loader's threads: each takes a task, makes it, hands the result on, and takes the next.
+
+``WorkerPool`` owns the threads, their start and their end, the count of calls
+in progress, and the watchdog that notices a call stuck for longer than
+``call_timeout``. What a task is, how it is made and where the result goes is
+the loader's business, given as three functions. The pool knows nothing of
+epochs, batches or queues.
+
+Locking: the pool shares one lock with its owner (the loader's state and the
+pool's are read together when handing out work). Code that may run in the main
+thread takes it as ``with lock``, never ``with`` a condition: ``Condition.__enter__``
+is Python code, and a KeyboardInterrupt raised there just after the lock is
+taken would leave the lock held for ever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["CallSlot", "WorkerPool"]
+
+log = logging.getLogger(__name__)
+
+
+class CallSlot:
+    """What one thread is doing: the task of its call in progress and when the call began.
+
+    Written by its thread; read by the watchdog and by ``close()``.
+    """
+
+    __slots__ = ("abandoned", "number", "started", "task", "thread")
+
+    def __init__(self, number: int, thread: threading.Thread) -> None:
+        self.number = number
+        self.thread = thread
+        self.task: Any = None
+        self.started: float | None = None  # None while the thread is not in a call
+        self.abandoned = False  # the watchdog gave up on this thread's call
+
+    def stack(self) -> str:
+        """The last frames of the thread's current stack, most recent call last ('' if it has ended)."""
+        frame = sys._current_frames().get(self.thread.ident or -1)
+        return "".join(traceback.format_stack(frame, limit=12)) if frame is not None else ""
+
+
+class WorkerPool:
+    """Threads that call ``take``, ``make`` and ``put`` in a loop until stopped.
+
+    Args:
+        name: prefix of the thread names (``name-0``, ``name-1``, ...).
+        lock: the lock guarding the owner's state that ``take`` reads.
+        take: called with ``lock`` held; returns the next task, or ``None`` when
+            there is nothing to do now (the thread then waits for ``notify``).
+        make: makes a task, outside the lock. Its result goes to ``put``.
+        put: hands the result on; returns False to end the thread.
+        fail: called with an exception from ``thread_init`` (and the thread ends).
+        thread_init: called in each thread with its number before its first task.
+        call_timeout: seconds after which a call counts as stuck; ``None``: never.
+        on_stuck: called by the watchdog, outside the lock, with the slot of a
+            call that passed ``call_timeout``. The slot is then abandoned: the
+            call's result, if it ever comes, is dropped and its thread ends.
+
+    Methods that start or wait for threads are for the owner's thread; ``stop``
+    and ``notify`` are safe from any thread.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        lock: threading.Lock,
+        take: Callable[[], Any],
+        make: Callable[[Any], Any],
+        put: Callable[[Any, Any], bool],
+        fail: Callable[[BaseException], None],
+        thread_init: Callable[[int], Any] | None = None,
+        call_timeout: float | None = None,
+        on_stuck: Callable[[CallSlot], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._lock = lock
+        self._take = take
+        self._make = make
+        self._put = put
+        self._fail = fail
+        self._thread_init = thread_init
+        self.call_timeout = call_timeout
+        self._on_stuck = on_stuck
+        # All under ``lock``: loader threads wait on _work for work, the owner on
+        # _idle for the calls in progress to end.
+        self._work = threading.Condition(lock)
+        self._idle = threading.Condition(lock)
+        self._stopping = False
+        self._busy = 0  # calls in progress, abandoned ones not counted
+        self._slots: list[CallSlot] = []
+        self._watchdog: threading.Thread | None = None
+        self._watchdog_stop = threading.Event()
+
+    @property
+    def threads(self) -> tuple[threading.Thread, ...]:
+        """Every thread started so far, abandoned ones included."""
+        return tuple(slot.thread for slot in self._slots)
+
+    @property
+    def busy(self) -> int:
+        """Calls in progress now, abandoned ones not counted (approximate)."""
+        return self._busy
+
+    def stuck(self) -> list[CallSlot]:
+        """Slots whose call the watchdog abandoned and whose thread still runs it."""
+        return [s for s in self._slots if s.abandoned and s.thread.is_alive()]
+
+    def start(self, count: int) -> None:
+        """Start ``count`` threads, and the watchdog when there is a ``call_timeout``. Call with the lock held."""
+        for _ in range(count):
+            self._start_thread()
+        if self.call_timeout is not None and self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._watch, name=f"{self.name}-watchdog", daemon=True)
+            self._watchdog.start()
+        log.debug("%s started %d threads", self.name, count)
+
+    def replace(self, slot: CallSlot) -> None:
+        """Start a thread to take over from the abandoned ``slot``'s. Safe from any thread."""
+        with self._lock:
+            if not self._stopping:
+                self._start_thread()
+
+    def notify(self, all_threads: bool = False) -> None:
+        """Wake one waiting thread (or all) to call ``take`` again. Call with the lock held."""
+        if all_threads:
+            self._work.notify_all()
+        else:
+            self._work.notify()
+
+    def stop(self) -> None:
+        """Tell every thread to end after its current call, without waiting. Idempotent, any thread."""
+        with self._lock:
+            self._stopping = True
+            self._work.notify_all()
+            self._idle.notify_all()
+        self._watchdog_stop.set()
+
+    def wait_idle(self, give_up: Callable[[], bool]) -> bool:
+        """Wait until no call is in progress (abandoned calls aside), or until ``give_up()`` holds.
+
+        Returns:
+            True when idle; False when it gave up (the pool is stopping, or ``give_up()``).
+        """
+        with self._lock:
+            while self._busy and not self._stopping and not give_up():
+                self._idle.wait()
+            return not self._busy
+
+    def join(self, timeout: float | None = None) -> list[str]:
+        """Wait for the threads to end, ``timeout`` seconds at most in all.
+
+        A thread in a call is waited for no longer than its call may run under
+        ``call_timeout``; an abandoned one is not waited for.
+
+        Returns:
+            The names of the threads still running.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        current = threading.current_thread()
+        threads = [self._watchdog] if self._watchdog is not None else []
+        for slot in self._slots:
+            if slot.thread is current:
+                continue
+            if slot.abandoned:
+                continue
+            until = deadline
+            started = slot.started
+            if self.call_timeout is not None and started is not None:
+                call_deadline = started + self.call_timeout
+                until = call_deadline if until is None else min(until, call_deadline)
+            _join(slot.thread, until)
+        for thread in threads:
+            if thread is not current:
+                _join(thread, deadline)
+        return [s.thread.name for s in self._slots if s.thread.is_alive()]
+
+    # Private: the threads' side.
+
+    def _start_thread(self) -> None:
+        number = len(self._slots)
+        thread = threading.Thread(target=self._run, name=f"{self.name}-{number}", daemon=True)
+        slot = CallSlot(number, thread)
+        thread._pool_slot = slot  # type: ignore[attr-defined]
+        # Listed before it starts, so that an interrupt between the two cannot hide it from join().
+        self._slots.append(slot)
+        with _interrupts_deferred():
+            thread.start()
+
+    def _run(self) -> None:
+        slot: CallSlot = threading.current_thread()._pool_slot  # type: ignore[attr-defined]
+        if self._thread_init is not None:
+            try:
+                self._thread_init(slot.number)
+            except BaseException as exc:  # handed to the consumer, which re-raises it
+                exc.add_note(f"raised by thread_init in loader thread {slot.thread.name}")
+                self._fail(exc)
+                return
+        take, make, put = self._take, self._make, self._put
+        while True:
+            with self._lock:
+                while True:
+                    if self._stopping:
+                        return
+                    task = take()
+                    if task is not None:
+                        break
+                    self._work.wait()
+                self._busy += 1
+                slot.task = task
+                slot.started = time.monotonic()
+            result = make(task)
+            with self._lock:
+                if slot.abandoned:
+                    return  # the watchdog gave up on this call and accounted for it
+                slot.started = None
+                slot.task = None
+                self._busy -= 1
+                if not self._busy:
+                    self._idle.notify_all()
+            if not put(task, result):
+                return
+
+    def _watch(self) -> None:
+        timeout = self.call_timeout
+        assert timeout is not None
+        wait = timeout
+        while not self._watchdog_stop.wait(wait):
+            now = time.monotonic()
+            stuck: list[CallSlot] = []
+            wait = timeout
+            with self._lock:
+                for slot in self._slots:
+                    started = slot.started
+                    if started is None or slot.abandoned:
+                        continue
+                    if now - started >= timeout:
+                        slot.abandoned = True
+                        self._busy -= 1
+                        stuck.append(slot)
+                    else:
+                        wait = min(wait, started + timeout - now)
+                if stuck and not self._busy:
+                    self._idle.notify_all()
+            for slot in stuck:
+                if self._on_stuck is not None:
+                    self._on_stuck(slot)
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """In the main thread, hold a Ctrl-C back until the block ends, then raise it.
+
+    ``Thread.start()`` waits on an Event, and a KeyboardInterrupt raised inside
+    ``Condition.__enter__`` there, just after its lock is taken, leaves that lock
+    held: the new thread then blocks for ever in ``Event.set()``. Elsewhere, and
+    when SIGINT has a handler of the user's, nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if received:
+            raise KeyboardInterrupt
+
+
+def _join(thread: threading.Thread, deadline: float | None) -> None:
+    """Join ``thread`` until ``deadline`` (monotonic; None: for ever), also one launched a moment ago.
+
+    A ``Thread.start()`` interrupted by Ctrl-C can leave a thread launched but not
+    yet marked started, which ``join`` refuses; it is marked within moments.
+    """
+    if thread.ident is None:
+        return  # never launched
+    while True:
+        try:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:  # launched, not yet marked started
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            time.sleep(0.001)
