@@ -10,13 +10,14 @@ knows nothing of TensorFlow either: a task is any callable taking a batch.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._checks import check_int
+from ._checks import check_bool, check_callable, check_int
 from .data_loader import STOP_TIMEOUT, DataLoader
 from .yield_function import epoch_length
 
@@ -95,6 +96,9 @@ class Train:
             (a ``train_yield`` without ``__len__``); a ``train_yield`` with
             ``__len__`` gives its own. ``shuffle`` and ``ordered`` apply only to the latter.
             Without it, a stream's epoch lasts until it raises ``StopIteration``.
+        on_error, max_errors, error_log, call_timeout, thread_init: passed to every
+            loader (see ``DataLoader``); the loaders share one error budget count
+            each, and append to the same ``error_log``.
 
     Raises:
         TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
@@ -118,12 +122,16 @@ class Train:
         keep_outputs: bool = False,
         on_epoch_end: Callable[[EpochStats], Any] | None = None,
         batches_per_epoch: int | None = None,
+        on_error: str = "raise",
+        max_errors: int | float | None = None,
+        error_log: str | os.PathLike[str] | None = None,
+        call_timeout: float | None = None,
+        thread_init: Callable[[int], Any] | None = None,
     ) -> None:
-        for name, task in (("main_task", main_task), ("val_task", val_task), ("test_task", test_task)):
-            if task is not None and not callable(task):
-                raise TypeError(f"{name} must be callable, got {type(task).__name__}")
-        if main_task is None:
-            raise TypeError("main_task must be callable, got None")
+        check_callable("main_task", main_task, optional=False)
+        for name, task in (("val_task", val_task), ("test_task", test_task), ("on_epoch_end", on_epoch_end)):
+            check_callable(name, task)
+        keep_outputs = check_bool("keep_outputs", keep_outputs)
         for name, count in (("max_nthread", max_nthread), ("max_len", max_len), ("eval_nthread", eval_nthread)):
             if count is not None:
                 check_int(name, count, minimum=1)
@@ -138,7 +146,11 @@ class Train:
         self.on_epoch_end = on_epoch_end
         eval_nthread = max_nthread if eval_nthread is None else eval_nthread
         indexed = epoch_length(train_yield) is not None
-        train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed)
+        train_kwargs = dict(
+            shuffle=check_bool("shuffle", shuffle) and indexed,
+            seed=seed,
+            ordered=check_bool("ordered", ordered) and indexed,
+        )
         if indexed and batches_per_epoch is not None:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
         if not indexed:
@@ -149,7 +161,16 @@ class Train:
         if test_yield is not None:
             self._specs["test"] = (test_yield, eval_nthread, {})
         self.max_len = max_len
+        self._loader_options = dict(
+            on_error=on_error,
+            max_errors=max_errors,
+            error_log=error_log,
+            call_timeout=call_timeout,
+            thread_init=thread_init,
+        )
         self.history: list[EpochStats] = []
+        self._states: dict[str, dict[str, Any]] = {}  # from load_state_dict, for the next loaders made
+        self._last: dict[str, DataLoader] = {}  # the loaders of the current or last run, for state_dict
         # Built now so that bad arguments fail here, before any thread starts;
         # their threads start when first iterated. Each run() closes the loaders it
         # used, and the next one builds new ones.
@@ -167,7 +188,8 @@ class Train:
         epochs = check_int("epochs", epochs, minimum=1)
         with self._open_loaders() as loaders:
             for _ in range(epochs):
-                stats = EpochStats(len(self.history), self._pass(loaders["train"], self.main_task))
+                epoch = loaders["train"].epoch + 1
+                stats = EpochStats(epoch, self._pass(loaders["train"], self.main_task))
                 if "val" in loaders:
                     stats.val = self._pass(loaders["val"], self.val_task)
                 self.history.append(stats)
@@ -194,27 +216,66 @@ class Train:
     def _open_loaders(self) -> Iterator[dict[str, DataLoader]]:
         loaders = self._loaders or self._make_loaders()
         self._loaders = None
+        self._last = loaders
         try:
             yield loaders
         except BaseException:
-            # An error or Ctrl-C: stop every loader before waiting for any, and wait
-            # only a moment, so that a slow yield function cannot hold the error back.
-            for loader in loaders.values():
-                loader.stop()
-            deadline = time.monotonic() + STOP_TIMEOUT
-            for loader in loaders.values():
-                loader.close(timeout=max(0.0, deadline - time.monotonic()))
+            # An error or Ctrl-C: wait only a moment, so that a slow yield function
+            # cannot hold the error back.
+            _close_all(list(loaders.values()), STOP_TIMEOUT)
             raise
-        for loader in loaders.values():
-            loader.close()
+        _close_all(list(loaders.values()), None)
 
     def _make_loaders(self) -> dict[str, DataLoader]:
+        loaders = {}
+        try:
+            for name, (yield_fn, nthread, kwargs) in self._specs.items():
+                loaders[name] = loader = DataLoader(
+                    yield_fn,
+                    nthread,
+                    self.max_len,
+                    name=f"{name}-loader",
+                    first_epoch=len(self.history),
+                    **kwargs,
+                    **self._loader_options,
+                )
+                if name in self._states:
+                    loader.load_state_dict(self._states.pop(name))
+        except BaseException:
+            _close_all(list(loaders.values()), 0)
+            raise
+        return loaders
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training's position: its history and the training loader's state (JSON-serialisable).
+
+        Taken between epochs, or mid-epoch (from a task, a callback, or an
+        ``except KeyboardInterrupt`` around ``run``), it lets ``load_state_dict`` on
+        a new ``Train`` go on from the next batch not yet trained on: the rest of
+        the epoch, then the later epochs, as if never interrupted. Save it with the
+        model's weights and the optimizer's state, taken at the same moment.
+        """
+        loader = self._last.get("train") or (self._loaders or {}).get("train")
+        train_state = self._states.get("train") or (loader.state_dict() if loader is not None else None)
         return {
-            name: DataLoader(
-                yield_fn, nthread, self.max_len, name=f"{name}-loader", first_epoch=len(self.history), **kwargs
-            )
-            for name, (yield_fn, nthread, kwargs) in self._specs.items()
+            "history": [_stats_dict(stats) for stats in self.history],
+            "train": train_state,
         }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from ``state`` (from ``state_dict``). Call before ``run``.
+
+        Raises:
+            ValueError: the state is malformed or does not fit this training data.
+        """
+        if not isinstance(state, dict) or "history" not in state or "train" not in state:
+            raise ValueError(f"not a Train state (a dict with 'history' and 'train'): {state!r:.200}")
+        history = [_stats_from_dict(item) for item in state["history"]]
+        if self._loaders is not None:
+            _close_all(list(self._loaders.values()), 0)
+        self.history = history
+        self._states = {"train": state["train"]} if state["train"] is not None else {}
+        self._loaders = self._make_loaders()  # checks the state against the data now
 
     def _pass(self, loader: DataLoader, task: Callable[[Any], Any]) -> PassStats:
         stats = PassStats()
@@ -229,3 +290,40 @@ class Train:
         stats.wait_seconds += time.perf_counter() - ready  # waiting for the end of the epoch
         stats.seconds = time.perf_counter() - start
         return stats
+
+
+def _close_all(loaders: list[DataLoader], timeout: float | None) -> None:
+    """Stop every loader before waiting for any, so that an interrupt while waiting
+    for one (a second Ctrl-C) cannot leave another's threads running unstopped."""
+    try:
+        for loader in loaders:
+            loader.stop()
+    finally:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for loader in loaders:
+            try:
+                loader.close(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+            except BaseException:
+                for rest in loaders:
+                    rest.stop()
+                raise
+
+
+def _stats_dict(stats: EpochStats) -> dict[str, Any]:
+    record = asdict(stats)
+    for pass_record in (record["train"], record["val"]):
+        if pass_record is not None:
+            pass_record["outputs"] = []  # what tasks return is not JSON; it is not part of the state
+    return record
+
+
+def _stats_from_dict(record: Any) -> EpochStats:
+    try:
+        val = record.get("val")
+        return EpochStats(
+            epoch=int(record["epoch"]),
+            train=PassStats(**record["train"]),
+            val=PassStats(**val) if val is not None else None,
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed EpochStats in a Train state ({exc}): {record!r:.200}") from None
