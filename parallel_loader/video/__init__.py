@@ -1,9 +1,11 @@
-"""Video clips from files: exact frames decoded with OpenCV, and yield functions over them.
+"""Video clips from files: exact frames decoded by seeking, and yield functions over them.
 
 One concept per module:
 
-* ``decode``: ``read_clip``, ``probe``, ``frame_count`` and ``VideoDecodeError``,
-  which names the file that failed.
+* ``decode``: ``read_clip``, ``probe`` and ``frame_count``.
+* ``index``: ``VideoIndex``, what one file's frames are (count, timestamps,
+  keyframes, whether seeks are exact), and ``IndexCache``, which learns and keeps them.
+* ``errors``: ``VideoDecodeError``, which names the file that failed.
 * ``folder``: ``VideoFolder``, a ``YieldFunction`` over a tree ``root/<class>/<video>``.
 
 Every public name is re-exported here, so ``from parallel_loader.video import
@@ -11,7 +13,21 @@ VideoFolder, read_clip`` works whichever module defines it. Nothing here starts
 or knows of threads.
 """
 
-from .decode import VideoDecodeError, VideoInfo, frame_count, probe, read_clip
+from .decode import VideoInfo, frame_count, probe, read_clip
+from .errors import VideoDecodeError
 from .folder import VIDEO_EXTENSIONS, VideoFolder
+from .index import IndexCache, VideoIndex, default_index_cache, set_default_index_cache
 
-__all__ = ["VIDEO_EXTENSIONS", "VideoDecodeError", "VideoFolder", "VideoInfo", "frame_count", "probe", "read_clip"]
+__all__ = [
+    "VIDEO_EXTENSIONS",
+    "IndexCache",
+    "VideoDecodeError",
+    "VideoFolder",
+    "VideoIndex",
+    "VideoInfo",
+    "default_index_cache",
+    "frame_count",
+    "probe",
+    "read_clip",
+    "set_default_index_cache",
+]

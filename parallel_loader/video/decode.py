@@ -1,16 +1,26 @@
-"""Decoding exact frames from video files with OpenCV.
+"""Decoding exact frames from video files: ``read_clip``, ``frame_count`` and ``probe``.
 
-``read_clip`` decodes frames ``start, start + stride, ...`` of one file. Frames
-between the kept ones are grabbed (decoded, not converted), which on short,
-keyframe-sparse clips costs less than seeking. ``probe`` reads a file's header
-and ``frame_count`` counts its frames.
+``read_clip`` returns exactly the frames asked for, the same pixels as decoding
+every frame from the first, and decodes as few frames as the file allows: it
+seeks to the keyframe at or before the clip's start and decodes forward,
+skipping the frames no other frame refers to (B-frames and the like) unless
+they are in the clip, and scaling each kept frame while converting it to RGB.
+Which frame is which comes from the file's ``VideoIndex`` (see ``index``), learnt
+once by decoding the whole file, never from the container's frame count or
+frame rate. Files whose index says their seeks are not exact are decoded from
+the first frame.
+
+Clips are decoded with PyAV (FFmpeg): OpenCV's capture can neither seek to a
+given keyframe (it backs off 16 frames and counts frames from timestamps) nor
+skip frames nobody refers to, nor scale while converting. ``probe`` and the cheap
+header count ``frame_count(exact=False)`` read the header through OpenCV.
 
 Nothing here starts or knows of threads; every function may be called from
-several threads at once.
+several threads at once (the index cache has its own lock).
 
-OpenCV never raises on broken input: an unreadable file just fails to open, and
-a truncated one ends early like a short one. So every open is checked and every
-short read is an error, ``VideoDecodeError``, whose message names the file.
+Broken input never passes silently: a file that does not open, a damaged one
+and a short one raise ``VideoDecodeError``, which names the file; a clip is never
+returned short or padded.
 """
 
 from __future__ import annotations
@@ -20,23 +30,14 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+from av.video.frame import VideoFrame
+from av.video.reformatter import VideoReformatter
 
 from .._checks import check_int
+from .errors import VideoDecodeError, require_file
+from .index import IndexCache, SeekMismatch, VideoIndex, decode, default_index_cache, frames_from, open_video, packets
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
-
-
-class VideoDecodeError(Exception):
-    """A video could not be decoded as asked: not a video, truncated or corrupt, or too short for the clip.
-
-    Attributes:
-        path: the file, as given.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = os.fspath(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -68,33 +69,34 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
         capture.release()
 
 
-def frame_count(path: str | os.PathLike[str], exact: bool = True) -> int:
+def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache: IndexCache | None = None) -> int:
     """Return the number of frames in a video.
 
-    ``CAP_PROP_FRAME_COUNT`` comes from the container's header, or from duration
-    times frame rate, and can be wrong: a truncated file keeps its full count, and
-    some files claim several times the frames that decode. With ``exact=True``
-    (the default) the frames are counted by grabbing every one, which costs a
-    decode of the whole file (thousands of frames per second at 320x240) but is
-    the only count ``read_clip`` is sure to honour. ``exact=False`` returns the
-    header's count, which is cheap.
+    The header's count (``CAP_PROP_FRAME_COUNT``, from the container or from
+    duration times frame rate) can be wrong: a truncated file keeps its full
+    count, and some files claim several times the frames that decode. With
+    ``exact=True`` (the default) the count is the file's index's: every frame
+    decoded once (thousands of frames per second at 320x240), then kept in
+    ``index_cache`` so that later calls and ``read_clip`` cost nothing more. It
+    is the only count ``read_clip`` is sure to honour. ``exact=False`` returns
+    the header's count, which is cheap.
+
+    Args:
+        path: the video file.
+        exact: count decoded frames rather than read the header.
+        index_cache: where indexes are kept; default: ``default_index_cache()``.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
     """
+    if exact:
+        return (default_index_cache() if index_cache is None else index_cache).get(path).frames
     capture = _open(path)
     try:
-        if not exact:
-            return max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
-        count = 0
-        while capture.grab():
-            count += 1
+        return max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
     finally:
         capture.release()
-    if count == 0:
-        raise VideoDecodeError(path, "no frame decodes (empty, corrupt, or not a video)")
-    return count
 
 
 def read_clip(
@@ -104,26 +106,36 @@ def read_clip(
     stride: int = 1,
     size: tuple[int, int] | None = None,
     *,
-    seek: bool = False,
+    seek: bool = True,
+    index_cache: IndexCache | None = None,
 ) -> np.ndarray:
     """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
 
-    By default the frames before ``start`` are grabbed one by one from the first:
-    exact for every file, and cheap for short clips. ``seek=True`` jumps to
-    ``start`` instead (FFmpeg seeks to the keyframe before it and decodes
-    forward), which is faster for late starts in files with frequent keyframes
-    (1.5x at frame 55 of the sample set's XviD files) but relies on the file's
-    timestamps: files with timestamp gaps can land a frame off. Use it for
-    files you know, after checking it against ``seek=False``.
+    Frame ``i`` is the ``i``-th frame decoding from the first gives, whatever the
+    container's timestamps, frame rate or header say. With ``seek=True`` (the
+    default) the read starts at the keyframe at or before ``start``, found in
+    the file's index (built by ``index_cache`` the first time a file is read: one
+    decode of the whole file), and skips decoding the frames before and between
+    the kept ones that no other frame refers to. Files whose index says seeks
+    are not exact (timestamps missing or out of order, damaged packets, seeks
+    that land elsewhere; each such file is named once in a warning) and
+    ``seek=False`` decode every frame from the first instead: slower, never
+    different. A seek that goes wrong during a read is caught (the decoded
+    frames' timestamps do not follow the index), the file is marked as not
+    seekable, and the clip is decoded from the first frame.
+
+    Each kept frame is scaled (area averaging) and converted to RGB in one pass.
 
     Args:
         path: the video file.
         start: the index of the first frame, counted from 0.
         clip_len: how many frames to return.
-        stride: the step between returned frames; the frames between are grabbed
-            but not converted.
+        stride: the step between returned frames.
         size: ``(height, width)`` to resize each frame to; ``None`` keeps the video's size.
-        seek: jump to ``start`` rather than grab the frames before it (see above).
+        seek: start at the keyframe before ``start`` (exact, see above); ``False``
+            decodes from the first frame without an index, the reference the
+            seeking read is checked against.
+        index_cache: where file indexes are kept; default: ``default_index_cache()``.
 
     Returns:
         A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
@@ -132,55 +144,93 @@ def read_clip(
         ValueError: an argument is out of range.
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file is not a video, or it ends (truncated, corrupt
-            or just short) before the last frame asked for, or with ``seek=True``
-            the seek to ``start`` fails. A clip is never returned short or padded.
+            or just short) before the last frame asked for. A clip is never
+            returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
-    capture = _open(path)
-    try:
-        clip: np.ndarray | None = None
-        position = 0  # the index of the frame the next grab() decodes
-        if seek and start > 0:
-            # A seek past the end (or in a file FFmpeg cannot seek in) fails or lands
-            # elsewhere without an exception: check where the capture says it is.
-            moved = capture.set(cv2.CAP_PROP_POS_FRAMES, start)
-            landed = capture.get(cv2.CAP_PROP_POS_FRAMES)
-            if not moved or landed != start:
-                header = max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
-                raise VideoDecodeError(
-                    path,
-                    f"the seek to frame {start} failed (the capture is at frame {landed:g}; "
-                    f"the header claims {header} frames)",
-                )
-            position = start
-        for k in range(clip_len):
-            target = start + k * stride
-            while position < target:
-                if not capture.grab():
-                    _raise_short(path, capture, start, clip_len, stride, position)
-                position += 1
-            ok, frame = capture.read()
-            if not ok:
-                _raise_short(path, capture, start, clip_len, stride, position)
-            position += 1
-            if size is not None and frame.shape[:2] != size:
-                # INTER_AREA averages when shrinking, which avoids aliasing; resizing
-                # before the colour conversion makes the conversion cheaper.
-                frame = cv2.resize(frame, (size[1], size[0]), interpolation=cv2.INTER_AREA)
-            if clip is None:
-                clip = np.empty((clip_len, *frame.shape[:2], 3), dtype=np.uint8)
-            cv2.cvtColor(frame, cv2.COLOR_BGR2RGB, dst=clip[k])
-    finally:
-        capture.release()
-    return clip
+    clip = _Clip(start, clip_len, stride, size)
+    if seek:
+        cache = default_index_cache() if index_cache is None else index_cache
+        index = cache.get(path)
+        if clip.last >= index.frames:
+            _raise_short(path, start, clip_len, stride, index.frames)
+        if index.seekable:
+            problem = _read_seeking(path, index, clip)
+            if not problem:
+                return clip.frames
+            cache.distrust(path, problem)
+            clip = _Clip(start, clip_len, stride, size)
+    decoded = _read_in_order(path, clip)
+    if not clip.full:
+        _raise_short(path, start, clip_len, stride, decoded)
+    return clip.frames
+
+
+class _Clip:
+    """The frames a clip keeps, converted as they arrive with one reformatter (one scaler per clip)."""
+
+    def __init__(self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None) -> None:
+        self.start, self.stride, self.size = start, stride, size
+        self.last = start + (clip_len - 1) * stride
+        self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
+        self.kept = 0
+        self._reformatter = VideoReformatter()
+
+    @property
+    def full(self) -> bool:
+        return self.kept == len(self.frames)
+
+    def wants(self, i: int) -> bool:
+        return self.start <= i <= self.last and (i - self.start) % self.stride == 0
+
+    def keep(self, i: int, frame: VideoFrame) -> None:
+        """Convert frame ``i`` (one the clip wants, each once) into its place."""
+        height, width = self.size or (frame.height, frame.width)
+        if self.kept == 0:
+            self.frames = np.empty((len(self.frames), height, width, 3), dtype=np.uint8)
+        rgb = self._reformatter.reformat(
+            frame, width=width, height=height, format="rgb24", interpolation="AREA", threads=1
+        )
+        self.frames[(i - self.start) // self.stride] = rgb.to_ndarray()
+        self.kept += 1
+
+
+def _read_seeking(path: str | os.PathLike[str], index: VideoIndex, clip: _Clip) -> str:
+    """Fill ``clip`` from the keyframe before its start; return "" or what went wrong (then ``clip`` is partial)."""
+    key = index.keyframe_before(clip.start)
+    with open_video(path) as (container, stream):
+        try:
+            for i, frame in frames_from(container, stream, index, key, keep=clip.wants):
+                if clip.wants(i):
+                    clip.keep(i, frame)
+                    if clip.full:
+                        return ""
+        except SeekMismatch as exc:
+            return str(exc)
+    return f"after a seek to frame {key} the file ends before frame {clip.last}"
+
+
+def _read_in_order(path: str | os.PathLike[str], clip: _Clip) -> int:
+    """Fill ``clip`` decoding every frame from the first; return how many frames were decoded.
+
+    A packet that fails to decode is passed over, as when the index was made.
+    """
+    decoded = 0
+    with open_video(path) as (container, stream):
+        for packet in packets(container, stream):
+            frames = None if packet is None else decode(packet)
+            for frame in frames or ():
+                if clip.wants(decoded):
+                    clip.keep(decoded, frame)
+                    if clip.full:
+                        return decoded + 1
+                decoded += 1
+    return decoded
 
 
 def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:
-    """Open a capture with one FFmpeg decoder thread; the loader's threads give the parallelism."""
-    if not os.path.isfile(path):
-        if os.path.exists(path):
-            raise VideoDecodeError(path, "is not a file")
-        raise FileNotFoundError(2, "no such video file", os.fspath(path))
+    """Open an OpenCV capture (for its header) with one FFmpeg decoder thread."""
+    require_file(path)
     capture = cv2.VideoCapture(os.fspath(path), cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
     if not capture.isOpened():
         capture.release()
@@ -188,9 +238,12 @@ def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:
     return capture
 
 
-def _raise_short(path, capture: cv2.VideoCapture, start: int, clip_len: int, stride: int, decoded: int) -> None:
+def _raise_short(path: str | os.PathLike[str], start: int, clip_len: int, stride: int, decoded: int) -> None:
     last = start + (clip_len - 1) * stride
-    header = max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
+    try:
+        header = probe(path).frames
+    except (VideoDecodeError, OSError):
+        header = 0
     raise VideoDecodeError(
         path,
         f"ends after {decoded} decoded frames, but the clip needs frames {start} to {last} "

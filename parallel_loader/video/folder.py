@@ -116,7 +116,8 @@ class VideoFolder(YieldFunction):
             ``classes`` for a validation set); default: every subfolder, sorted.
         extensions: the file name endings that count as videos; other files are ignored.
         exact_counts: count each video's frames by decoding it, instead of trusting its header.
-        seek: passed to ``read_clip``: seek to a clip's start instead of grabbing up to it.
+        seek: passed to ``read_clip``: start at the keyframe before a clip (exact, the default) or, with
+            ``False``, decode every frame from the first.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -141,7 +142,7 @@ class VideoFolder(YieldFunction):
         classes: Sequence[str] | None = None,
         extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
         exact_counts: bool = False,
-        seek: bool = False,
+        seek: bool = True,
     ) -> None:
         batch_size = check_int("batch_size", batch_size, minimum=1)
         clip_len = check_int("clip_len", clip_len, minimum=1)
