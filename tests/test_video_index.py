@@ -107,17 +107,22 @@ def test_a_file_with_timestamp_gaps_counts_the_frames_that_decode_not_its_header
 def test_seeking_decodes_from_the_keyframe_before_the_start_and_skips_frames_nobody_refers_to(videos, monkeypatch):
     path = videos["h264_long_gop"]
     cache = IndexCache()
-    cache.get(path)
+    index = cache.get(path)
     decoded: list[int] = []
 
-    def counting(packet):
-        frames = original(packet)
+    def seeking(*args, **kwargs):  # every frame the seeking read decodes at or after the keyframe
+        for i, frame in frames_from(*args, **kwargs):
+            decoded.append(i)
+            yield i, frame
+
+    def in_order(packet):  # every frame the in-order read decodes
+        frames = decode(packet)
         decoded.extend(index.frame_at(f.pts) for f in frames or ())
         return frames
 
-    original, index = index_module.decode, cache.get(path)
-    monkeypatch.setattr(index_module, "decode", counting)  # the seeking read's
-    monkeypatch.setattr(decode_module, "decode", counting)  # the in-order read's
+    frames_from, decode = decode_module.frames_from, decode_module.decode
+    monkeypatch.setattr(decode_module, "frames_from", seeking)
+    monkeypatch.setattr(decode_module, "decode", in_order)
     read_clip(path, 40, 4, 2, index_cache=cache)  # frames 40, 42, 44, 46; keyframe 30
     assert min(decoded) == 30
     assert {40, 42, 44, 46} <= set(decoded)

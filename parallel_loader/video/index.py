@@ -370,26 +370,28 @@ def frames_from(
     if key > 0:
         container.seek(index.pts(key), stream=stream, backward=True)
     previous = -1  # the last frame yielded
-    for packet in packets(container, stream):
-        if packet is None:
-            raise SeekMismatch(f"the file cannot be read after a seek to frame {key}")
-        if keep is not None:
-            # The keyframe is always decoded, since the check below needs it.
-            i = index.frame_at(packet.pts)
-            codec.skip_frame = "DEFAULT" if i is None or i == key or keep(i) else "NONREF"
-        frames = decode(packet)
-        if frames is None:
-            raise SeekMismatch(f"a packet fails to decode after a seek to frame {key}")
-        for frame in frames:
-            i = index.frame_at(frame.pts)
-            if i is None:
-                raise SeekMismatch(f"after a seek to frame {key}, timestamp {frame.pts} is unknown to the index")
-            if i < key:
-                continue
-            if i <= previous or (previous < 0 and i != key):
-                raise SeekMismatch(f"a seek to frame {key} decodes frame {i} after frame {max(previous, key)}")
-            previous = i
-            yield i, frame
+    skipping = False  # whether the decoder now skips frames nothing refers to
+    try:
+        for packet in container.demux(stream):
+            if keep is not None:
+                # The keyframe is always decoded, since the check below needs it.
+                i = index.frame_at(packet.pts)
+                skip = not (i is None or i == key or keep(i))
+                if skip != skipping:
+                    codec.skip_frame = "NONREF" if skip else "DEFAULT"
+                    skipping = skip
+            for frame in packet.decode():
+                i = index.frame_at(frame.pts)
+                if i is None:
+                    raise SeekMismatch(f"after a seek to frame {key}, timestamp {frame.pts} is unknown to the index")
+                if i < key:
+                    continue
+                if i <= previous or (previous < 0 and i != key):
+                    raise SeekMismatch(f"a seek to frame {key} decodes frame {i} after frame {max(previous, key)}")
+                previous = i
+                yield i, frame
+    except av.error.FFmpegError as exc:
+        raise SeekMismatch(f"after a seek to frame {key} the file cannot be read or decoded ({exc})") from None
 
 
 def packets(container: InputContainer, stream: VideoStream) -> Iterator[av.Packet | None]:
