@@ -42,7 +42,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -99,10 +99,15 @@ Reader = Callable[[str, int], np.ndarray]
 _READERS = ["parallel_loader", "opencv-seek", "grab-from-start", "pyav", "decord2"]
 
 
-def make_set(root: Path, spec: VideoSet, count: int, seed: int) -> list[Path]:
-    """The set's ``count`` videos under ``root``; those missing (or made otherwise) are made now."""
+def make_set(root: Path, spec: VideoSet, count: int, seed: int, max_seconds: float | None = None) -> list[Path]:
+    """The set's ``count`` videos under ``root``; those missing (or made otherwise) are made now.
+
+    ``max_seconds`` shortens every video to at most that (for quick trials).
+    """
+    if max_seconds is not None:
+        spec = replace(spec, seconds=(min(spec.seconds[0], max_seconds), min(spec.seconds[1], max_seconds)))
     stamp = root / ".video_decode.json"
-    wanted = {"version": _GENERATOR_VERSION, "set": spec.name, "seed": seed}
+    wanted = {"version": _GENERATOR_VERSION, "set": spec.name, "seed": seed, "seconds": list(spec.seconds)}
     if not stamp.is_file() or json.loads(stamp.read_text()) != wanted:
         for old in root.glob(f"*{spec.suffix}"):
             old.unlink()
@@ -341,7 +346,7 @@ def count_exact(readers: Readers, names: Sequence[str], clips: Sequence[tuple[st
 
 def run_set(args: argparse.Namespace, spec: VideoSet, count: int, clips_per_round: int) -> dict[str, Any]:
     """Make (or reuse) one set, time every reader on it, count exact clips; print and return the table."""
-    paths = [str(p) for p in make_set(Path(args.data) / spec.name, spec, count, args.seed)]
+    paths = [str(p) for p in make_set(Path(args.data) / spec.name, spec, count, args.seed, args.max_seconds)]
     index = IndexCache(Path(args.data) / "index")
     started = time.perf_counter()
     frames = {p: index.get(p).frames for p in paths}
@@ -448,6 +453,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--stride", type=int, default=2)
     parser.add_argument("--size", type=int, nargs=2, default=[112, 112], metavar=("H", "W"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=None, help="make the videos at most this long (trials)")
     parser.add_argument("--no-exact", dest="exact", action="store_false", help="skip counting exact clips")
     parser.add_argument("--data", type=str, default=str(REPO / "data" / "video_decode"), help="where the sets are")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
