@@ -430,7 +430,10 @@ def _checksum(frame: av.VideoFrame) -> int:
         pixels = frame.to_ndarray()
     except ValueError:  # a pixel format to_ndarray does not hold: convert it
         pixels = frame.to_ndarray(format="rgb24")
-    return zlib.crc32(np.ascontiguousarray(pixels))
+    checksum = 0
+    for part in pixels if isinstance(pixels, tuple) else (pixels,):  # paletted formats give (image, palette)
+        checksum = zlib.crc32(np.ascontiguousarray(part), checksum)
+    return checksum
 
 
 def _timestamp_problem(stamps: list[int | None]) -> str:
