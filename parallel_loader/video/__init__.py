@@ -5,6 +5,7 @@ One concept per module:
 * ``decode``: ``read_clip``, ``probe`` and ``frame_count``.
 * ``index``: ``VideoIndex``, what one file's frames are (count, timestamps,
   keyframes, whether seeks are exact), and ``IndexCache``, which learns and keeps them.
+* ``frames``: frames out of a file with PyAV (open, packets, decode, seek).
 * ``errors``: ``VideoDecodeError``, which names the file that failed.
 * ``folder``: ``VideoFolder``, a ``YieldFunction`` over a tree ``root/<class>/<video>``.
 

@@ -35,7 +35,8 @@ from av.video.reformatter import VideoReformatter
 
 from .._checks import check_int
 from .errors import VideoDecodeError, require_file
-from .index import IndexCache, SeekMismatch, VideoIndex, decode, default_index_cache, frames_from, open_video, packets
+from .frames import SeekMismatch, decode, frames_from, open_video, packets
+from .index import IndexCache, VideoIndex, default_index_cache
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
 
