@@ -26,7 +26,7 @@ $(SAMPLE_DATA)/.complete: parallel_loader/sample_data.py | venv
 demo: venv $(SAMPLE_DATA)/.complete
 	$(PY) examples/train_video.py --data $(SAMPLE_DATA) --threads 2 --min-val-accuracy 0.9
 
-# Every benchmark with its README settings (about half an hour on 2 cores); tables in benchmarks/README.md.
+# Every benchmark with its README settings (about 40 minutes on 2 cores); tables in benchmarks/README.md.
 bench: venv $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.queue_overhead --max-len 64 8 1 --quiet 8
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10 --batches 300 \
@@ -36,6 +36,7 @@ bench: venv $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.compare --quiet 8
 	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 8
+	$(PY) -m benchmarks.video_decode --quiet 5
 
 lint: venv
 	$(VENV)/bin/ruff check .

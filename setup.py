@@ -13,6 +13,9 @@ setup(
     install_requires=[
         "numpy>=1.26",
         "opencv-python-headless>=4.8",
+        # Clip decoding: exact seeks, skipping unreferenced frames, scaling while converting.
+        # 17 added the reformatter's thread count.
+        "av>=17",
         # The plain package runs on the CPU and uses a GPU when CUDA is present.
         "tensorflow>=2.16",
         "psutil>=5.9",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare, feed_vs_queue, queue_overhead, sweep
+from benchmarks import compare, feed_vs_queue, queue_overhead, sweep, video_decode
 from benchmarks._workloads import REPO
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -94,3 +94,22 @@ def test_feed_vs_queue(tmp_path: Path) -> None:
     for result in report["results"].values():
         assert _finite(result["t_load"]) and _finite(result["t_step"]) and result["ideal"] >= 1
         assert len(result["feed_seconds"]) == len(result["queue_seconds"]) == 1
+
+
+def test_video_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--ucf-videos", "2", "--kinetics-videos", "1", "--ucf-clips", "3", "--kinetics-clips", "2", "--rounds", "1"]
+    argv += ["--max-seconds", "1.5", "--clip-len", "4", "--size", "64", "64", "--threads", "1,2"]
+    report = video_decode.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["sets"]) == {"ucf", "kinetics"}
+    for result in report["sets"].values():
+        assert result["seekable"] == result["videos"]
+        readers = result["results"]
+        assert {"parallel_loader", "opencv-seek", "grab-from-start", "pyav"} <= set(readers)
+        for reader in readers.values():
+            assert all(_finite(x) for rates in reader["clips_per_s"].values() for x in rates)
+            assert reader["exact"] is not None and 0 <= reader["exact"] <= result["clips"]
+        assert readers["parallel_loader"]["exact"] == readers["grab-from-start"]["exact"] == result["clips"]
+    out = capsys.readouterr().out
+    assert "| parallel_loader |" in out and "target every clip exact: met" in out
+    assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
+    assert json.loads((tmp_path / "video_decode.json").read_text())["sets"]["ucf"]["videos"] == 2

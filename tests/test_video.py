@@ -11,7 +11,8 @@ import pytest
 
 from parallel_loader import DataLoader
 from parallel_loader.epoch_plan import _SHUFFLE_KEY
-from parallel_loader.video import _CLIP_KEY, _ORDER_KEY, VideoDecodeError, VideoFolder, frame_count, probe, read_clip
+from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
+from parallel_loader.video.folder import _CLIP_KEY, _ORDER_KEY
 
 from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video
 
@@ -44,9 +45,10 @@ def test_seeking_gives_the_same_frames_as_grabbing(tmp_path, fourcc):
         read_clip(path, 58, 3, seek=True)
 
 
-def test_a_seek_past_the_end_is_an_error_saying_the_seek_failed(video):
-    with pytest.raises(VideoDecodeError, match=r"clip\.avi: the seek to frame 40 failed"):
-        read_clip(video, 40, 2, seek=True)
+def test_a_seek_past_the_end_is_the_same_error_as_a_read_past_the_end(video):
+    for seek in (True, False):
+        with pytest.raises(VideoDecodeError, match=r"clip\.avi: ends after 30 decoded frames.*too short"):
+            read_clip(video, 40, 2, seek=seek)
 
 
 def test_read_clip_up_to_the_last_frame(video):

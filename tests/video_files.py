@@ -1,6 +1,8 @@
 """Small videos for tests, whose pixels say which video and which frame they are.
 
-Written with the lossless FFV1 codec, so values survive encoding exactly: in
+``write_video`` writes them with OpenCV, by default in the lossless FFV1 codec,
+so values survive encoding exactly; ``write_encoded_video`` writes them with
+PyAV in lossy codecs and odd containers (values then survive roughly). In
 frame ``i`` of video ``v``, channel 0 (red) is ``FRAME_STEP * i`` everywhere,
 channel 1 (green) is ``VIDEO_STEP * v + VIDEO_OFFSET`` everywhere, and channel 2
 (blue) rises from left to right and from top to bottom, at different rates, so
@@ -9,8 +11,10 @@ that a horizontal flip shows and a crop's window (top and left) can be found.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 
+import av
 import cv2
 import numpy as np
 
@@ -29,21 +33,74 @@ def write_video(
     fourcc: str = "FFV1",
     fps: float = 25.0,
 ) -> Path:
-    """Write an indexed video (see the module docstring) and return its path."""
+    """Write an indexed video (see the module docstring) with OpenCV and return its path."""
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*fourcc), fps, (width, height))
     assert writer.isOpened(), f"OpenCV cannot write {fourcc} here"
-    ys, xs = np.mgrid[0:height, 0:width]
-    ramp = (X_RAMP * xs / max(1, width - 1) + Y_RAMP * ys / max(1, height - 1)).round().astype(np.uint8)
     for i in range(n_frames):
-        frame = np.empty((height, width, 3), np.uint8)  # OpenCV writes BGR
-        frame[..., 2] = FRAME_STEP * i
-        frame[..., 1] = VIDEO_STEP * video_id + VIDEO_OFFSET
-        frame[..., 0] = ramp
-        writer.write(frame)
+        writer.write(indexed_frame(i, video_id, size)[..., ::-1])  # OpenCV writes BGR
     writer.release()
     return path
+
+
+def write_encoded_video(
+    path: Path,
+    n_frames: int,
+    codec: str,
+    *,
+    container: str | None = None,
+    gop: int = 12,
+    b_frames: int = 0,
+    timestamps: list[int] | None = None,
+    codec_tag: str | None = None,
+    size: tuple[int, int] = (48, 64),
+) -> Path:
+    """Write an indexed video with PyAV (any codec its FFmpeg encodes) and return its path.
+
+    A block moves across the frame, so that predicted frames differ from their
+    references. ``timestamps`` gives each frame's timestamp in units of 1/25 s
+    (default ``0, 1, 2, ...``): gaps make a file whose timestamps skip frames.
+    ``gop`` is the keyframe interval; ``b_frames`` how many B-frames may follow
+    each other. With ``container`` ``"h264"`` the file is a raw H.264 stream,
+    which has no timestamps at all.
+    """
+    height, width = size
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w", format=container) as output:
+        stream = output.add_stream(codec, rate=25)
+        stream.width, stream.height = width, height
+        stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+        stream.gop_size = gop
+        stream.max_b_frames = b_frames
+        stream.time_base = Fraction(1, 25)
+        if codec_tag:
+            stream.codec_tag = codec_tag
+        stream.bit_rate = 2_000_000  # high for such small frames, so that the pixels say which frame is which
+        if codec == "libx264":  # fixed keyframe interval, no scene-cut keyframes, high quality
+            stream.options = {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0", "bf": str(b_frames)}
+            stream.options["crf"] = "12"
+        for i in range(n_frames):
+            pixels = indexed_frame(i, 0, size)
+            left = 3 * i % (width - 8)  # an 8x8 block, 3 pixels further right each frame
+            pixels[height // 4 : height // 4 + 8, left : left + 8, 1] = 255
+            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame.pts = i if timestamps is None else timestamps[i]
+            frame.time_base = Fraction(1, 25)
+            output.mux(stream.encode(frame))
+        output.mux(stream.encode())
+    return path
+
+
+def indexed_frame(i: int, video_id: int, size: tuple[int, int]) -> np.ndarray:
+    """Frame ``i`` of video ``video_id`` (see the module docstring), RGB."""
+    height, width = size
+    ys, xs = np.mgrid[0:height, 0:width]
+    frame = np.empty((height, width, 3), np.uint8)
+    frame[..., 0] = FRAME_STEP * i % 256
+    frame[..., 1] = VIDEO_STEP * video_id + VIDEO_OFFSET
+    frame[..., 2] = (X_RAMP * xs / max(1, width - 1) + Y_RAMP * ys / max(1, height - 1)).round()
+    return frame
 
 
 def frame_indices(clip: np.ndarray) -> list[int]:

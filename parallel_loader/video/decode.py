@@ -1,0 +1,264 @@
+"""Decoding exact frames from video files: ``read_clip``, ``frame_count`` and ``probe``.
+
+``read_clip`` returns exactly the frames asked for, the same pixels as decoding
+every frame from the first, and decodes as few frames as the file allows: it
+seeks to the keyframe at or before the clip's start and decodes forward,
+skipping the frames no other frame refers to (B-frames and the like) unless
+they are in the clip, and scaling each kept frame while converting it to RGB.
+Which frame is which comes from the file's ``VideoIndex`` (see ``index``), learnt
+once by decoding the whole file, never from the container's frame count or
+frame rate. Files whose index says their seeks are not exact are decoded from
+the first frame.
+
+Clips are decoded with PyAV (FFmpeg): OpenCV's capture can neither seek to a
+given keyframe (it backs off 16 frames and counts frames from timestamps) nor
+skip frames nobody refers to, nor scale while converting. ``probe`` and the cheap
+header count ``frame_count(exact=False)`` read the header through OpenCV.
+
+Nothing here starts or knows of threads; every function may be called from
+several threads at once (the index cache has its own lock).
+
+Broken input never passes silently: a file that does not open, a damaged one
+and a short one raise ``VideoDecodeError``, which names the file; a clip is never
+returned short or padded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+from av.video.frame import VideoFrame
+from av.video.reformatter import VideoReformatter
+
+from .._checks import check_int
+from .errors import VideoDecodeError, require_file
+from .frames import SeekMismatch, decode, frames_from, open_video, packets
+from .index import IndexCache, VideoIndex, default_index_cache
+
+__all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What a video file's header says. ``frames`` may be wrong: see ``frame_count``."""
+
+    frames: int
+    fps: float
+    width: int
+    height: int
+
+
+def probe(path: str | os.PathLike[str]) -> VideoInfo:
+    """Read a video's header: frame count, frame rate and size, without decoding.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: the file cannot be opened as a video.
+    """
+    capture = _open(path)
+    try:
+        return VideoInfo(
+            frames=max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT))),
+            fps=float(capture.get(cv2.CAP_PROP_FPS)),
+            width=int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
+            height=int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+        )
+    finally:
+        capture.release()
+
+
+def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache: IndexCache | None = None) -> int:
+    """Return the number of frames in a video.
+
+    The header's count (``CAP_PROP_FRAME_COUNT``, from the container or from
+    duration times frame rate) can be wrong: a truncated file keeps its full
+    count, and some files claim several times the frames that decode. With
+    ``exact=True`` (the default) the count is the file's index's: every frame
+    decoded once (thousands of frames per second at 320x240), then kept in
+    ``index_cache`` so that later calls and ``read_clip`` cost nothing more. It
+    is the only count ``read_clip`` is sure to honour. ``exact=False`` returns
+    the header's count, which is cheap.
+
+    Args:
+        path: the video file.
+        exact: count decoded frames rather than read the header.
+        index_cache: where indexes are kept; default: ``default_index_cache()``.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
+    """
+    if exact:
+        return (default_index_cache() if index_cache is None else index_cache).get(path).frames
+    capture = _open(path)
+    try:
+        return max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
+    finally:
+        capture.release()
+
+
+def read_clip(
+    path: str | os.PathLike[str],
+    start: int,
+    clip_len: int,
+    stride: int = 1,
+    size: tuple[int, int] | None = None,
+    *,
+    seek: bool = True,
+    index_cache: IndexCache | None = None,
+) -> np.ndarray:
+    """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
+
+    Frame ``i`` is the ``i``-th frame decoding from the first gives, whatever the
+    container's timestamps, frame rate or header say. With ``seek=True`` (the
+    default) the read starts at the keyframe at or before ``start``, found in
+    the file's index (built by ``index_cache`` the first time a file is read: one
+    decode of the whole file), and skips decoding the frames before and between
+    the kept ones that no other frame refers to. Files whose index says seeks
+    are not exact (timestamps missing or out of order, damaged packets, seeks
+    that land elsewhere; each such file is named once in a warning) and
+    ``seek=False`` decode every frame from the first instead: slower, never
+    different. A seek that goes wrong during a read is caught (the decoded
+    frames' timestamps do not follow the index), the file is marked as not
+    seekable, and the clip is decoded from the first frame.
+
+    Each kept frame is scaled (area averaging) and converted to RGB in one pass.
+
+    Args:
+        path: the video file.
+        start: the index of the first frame, counted from 0.
+        clip_len: how many frames to return.
+        stride: the step between returned frames.
+        size: ``(height, width)`` to resize each frame to; ``None`` keeps the video's size.
+        seek: start at the keyframe before ``start`` (exact, see above); ``False``
+            decodes from the first frame without an index, the reference the
+            seeking read is checked against.
+        index_cache: where file indexes are kept; default: ``default_index_cache()``.
+
+    Returns:
+        A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
+
+    Raises:
+        ValueError: an argument is out of range.
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: the file is not a video, or it ends (truncated, corrupt
+            or just short) before the last frame asked for. A clip is never
+            returned short or padded.
+    """
+    _check_clip_args(start, clip_len, stride, size)
+    clip = _Clip(start, clip_len, stride, size)
+    if seek:
+        cache = default_index_cache() if index_cache is None else index_cache
+        index = cache.get(path)
+        if clip.last >= index.frames:
+            _raise_short(path, start, clip_len, stride, index.frames)
+        if index.seekable:
+            problem = _read_seeking(path, index, clip)
+            if not problem:
+                return clip.frames
+            cache.distrust(path, problem)
+            clip = _Clip(start, clip_len, stride, size)
+    decoded = _read_in_order(path, clip)
+    if not clip.full:
+        _raise_short(path, start, clip_len, stride, decoded)
+    return clip.frames
+
+
+class _Clip:
+    """The frames a clip keeps, converted as they arrive with one reformatter (one scaler per clip)."""
+
+    def __init__(self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None) -> None:
+        self.start, self.stride, self.size = start, stride, size
+        self.last = start + (clip_len - 1) * stride
+        self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
+        self.kept = 0
+        self._reformatter = VideoReformatter()
+
+    @property
+    def full(self) -> bool:
+        return self.kept == len(self.frames)
+
+    def wants(self, i: int) -> bool:
+        return self.start <= i <= self.last and (i - self.start) % self.stride == 0
+
+    def keep(self, i: int, frame: VideoFrame) -> None:
+        """Convert frame ``i`` (one the clip wants, each once) into its place."""
+        height, width = self.size or (frame.height, frame.width)
+        if self.kept == 0:
+            self.frames = np.empty((len(self.frames), height, width, 3), dtype=np.uint8)
+        rgb = self._reformatter.reformat(
+            frame, width=width, height=height, format="rgb24", interpolation="AREA", threads=1
+        )
+        self.frames[(i - self.start) // self.stride] = rgb.to_ndarray()
+        self.kept += 1
+
+
+def _read_seeking(path: str | os.PathLike[str], index: VideoIndex, clip: _Clip) -> str:
+    """Fill ``clip`` from the keyframe before its start; return "" or what went wrong (then ``clip`` is partial)."""
+    key = index.keyframe_before(clip.start)
+    with open_video(path) as (container, stream):
+        try:
+            for i, frame in frames_from(container, stream, index, key, keep=clip.wants):
+                if clip.wants(i):
+                    clip.keep(i, frame)
+                    if clip.full:
+                        return ""
+        except SeekMismatch as exc:
+            return str(exc)
+    return f"after a seek to frame {key} the file ends before frame {clip.last}"
+
+
+def _read_in_order(path: str | os.PathLike[str], clip: _Clip) -> int:
+    """Fill ``clip`` decoding every frame from the first; return how many frames were decoded.
+
+    A packet that fails to decode is passed over, as when the index was made.
+    """
+    decoded = 0
+    with open_video(path) as (container, stream):
+        for packet in packets(container, stream):
+            frames = None if packet is None else decode(packet)
+            for frame in frames or ():
+                if clip.wants(decoded):
+                    clip.keep(decoded, frame)
+                    if clip.full:
+                        return decoded + 1
+                decoded += 1
+    return decoded
+
+
+def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:
+    """Open an OpenCV capture (for its header) with one FFmpeg decoder thread."""
+    require_file(path)
+    capture = cv2.VideoCapture(os.fspath(path), cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
+    if not capture.isOpened():
+        capture.release()
+        raise VideoDecodeError(path, "cannot be opened as a video (not a video, corrupt, or an unsupported format)")
+    return capture
+
+
+def _raise_short(path: str | os.PathLike[str], start: int, clip_len: int, stride: int, decoded: int) -> None:
+    last = start + (clip_len - 1) * stride
+    try:
+        header = probe(path).frames
+    except (VideoDecodeError, OSError):
+        header = 0
+    raise VideoDecodeError(
+        path,
+        f"ends after {decoded} decoded frames, but the clip needs frames {start} to {last} "
+        f"(stride {stride}); the header claims {header} frames, so the file is "
+        f"{'truncated or corrupt' if header > decoded else 'too short for this clip'}",
+    )
+
+
+def _check_clip_args(start: object, clip_len: object, stride: object, size: object) -> None:
+    if isinstance(start, bool) or not isinstance(start, int | np.integer) or start < 0:
+        raise ValueError(f"start must be a non-negative int, got {start!r}")
+    check_int("clip_len", clip_len, minimum=1)
+    check_int("stride", stride, minimum=1)
+    if size is not None and (
+        len(size) != 2 or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
+    ):
+        raise ValueError(f"size must be (height, width) of positive ints, or None, got {size!r}")

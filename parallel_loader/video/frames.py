@@ -1,0 +1,127 @@
+"""Frames out of a video file with PyAV: open it, its packets, decoding, and the frames after a seek.
+
+Shared by the index (which decodes a file once to learn it) and the readers.
+Every file is decoded with one FFmpeg thread: the loader's threads give the
+parallelism, and FFmpeg's calls release the GIL.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import av
+import av.error
+from av.container import InputContainer
+from av.video.stream import VideoStream
+
+from .errors import VideoDecodeError, require_file
+
+if TYPE_CHECKING:
+    from .index import VideoIndex
+
+__all__ = ["SeekMismatch", "decode", "frames_from", "open_video", "packets"]
+
+
+class SeekMismatch(Exception):
+    """The frames decoded after a seek do not follow the index: the file's seeks are not exact."""
+
+
+@contextmanager
+def open_video(path: str | os.PathLike[str]) -> Iterator[tuple[InputContainer, VideoStream]]:
+    """``with open_video(path) as (container, stream)``: a PyAV container and its first video stream.
+
+    The stream decodes with one thread: the loader's threads give the parallelism.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: ``path`` is not a file, cannot be opened as a video, or has no video stream.
+    """
+    require_file(path)
+    try:
+        container = av.open(os.fspath(path))
+    except av.error.FFmpegError as exc:
+        raise VideoDecodeError(
+            path, f"cannot be opened as a video (not a video, corrupt, or an unsupported format: {exc})"
+        ) from None
+    try:
+        if not container.streams.video:
+            raise VideoDecodeError(path, "cannot be opened as a video (the file has no video stream)")
+        stream = container.streams.video[0]
+        stream.codec_context.thread_count = 1
+        yield container, stream
+    finally:
+        container.close()
+
+
+def frames_from(
+    container: InputContainer,
+    stream: VideoStream,
+    index: VideoIndex,
+    key: int,
+    keep: Callable[[int], bool] | None = None,
+) -> Iterator[tuple[int, av.VideoFrame]]:
+    """Seek to keyframe ``key`` and yield ``(i, frame i)`` for frame ``key`` and the frames decoded after it.
+
+    Frames decoded from before the keyframe (where a seek may land) are passed
+    over. With ``keep``, the frames no other frame refers to (B-frames and the
+    like) are not decoded unless ``keep(i)`` says so; without it, every frame is.
+
+    Raises:
+        SeekMismatch: the first frame at or after the keyframe's timestamp is not
+            frame ``key``, frames come out of order, a frame's timestamp is not
+            in the index, or the file cannot be read or decoded after the seek.
+    """
+    codec = stream.codec_context
+    if key > 0:
+        container.seek(index.pts(key), stream=stream, backward=True)
+    previous = -1  # the last frame yielded
+    skipping = False  # whether the decoder now skips frames nothing refers to
+    try:
+        for packet in container.demux(stream):
+            if keep is not None:
+                # The keyframe is always decoded, since the check below needs it.
+                i = index.frame_at(packet.pts)
+                skip = not (i is None or i == key or keep(i))
+                if skip != skipping:
+                    codec.skip_frame = "NONREF" if skip else "DEFAULT"
+                    skipping = skip
+            for frame in packet.decode():
+                i = index.frame_at(frame.pts)
+                if i is None:
+                    raise SeekMismatch(f"after a seek to frame {key}, timestamp {frame.pts} is unknown to the index")
+                if i < key:
+                    continue
+                if i <= previous or (previous < 0 and i != key):
+                    raise SeekMismatch(f"a seek to frame {key} decodes frame {i} after frame {max(previous, key)}")
+                previous = i
+                yield i, frame
+    except av.error.FFmpegError as exc:
+        raise SeekMismatch(f"after a seek to frame {key} the file cannot be read or decoded ({exc})") from None
+
+
+def packets(container: InputContainer, stream: VideoStream) -> Iterator[av.Packet | None]:
+    """The packets of ``stream`` from where the container is; ``None`` last if the file cannot be read further.
+
+    The last packet is empty: decoding it flushes the decoder's delayed frames.
+    """
+    demuxer = container.demux(stream)
+    while True:
+        try:
+            packet = next(demuxer)
+        except StopIteration:
+            return
+        except av.error.FFmpegError:
+            yield None
+            return
+        yield packet
+
+
+def decode(packet: av.Packet) -> list[av.VideoFrame] | None:
+    """The frames decoding ``packet`` gives, or ``None`` if it fails to decode (a damaged packet)."""
+    try:
+        return packet.decode()
+    except av.error.FFmpegError:
+        return None

@@ -1,0 +1,272 @@
+"""Exact seeking: per-file indexes, and clips that equal decoding every frame from the first, on every format."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from parallel_loader.video import (
+    IndexCache,
+    VideoDecodeError,
+    default_index_cache,
+    frame_count,
+    probe,
+    read_clip,
+    set_default_index_cache,
+)
+from parallel_loader.video import decode as decode_module
+from parallel_loader.video import index as index_module
+
+from .video_files import FRAME_STEP, write_encoded_video
+
+N = 64  # frames per file: frame i has red 4 * i, so every frame's index shows in its pixels
+GAPS = [i + (i >= 20) + 2 * (i >= 41) for i in range(N)]  # timestamps skip 1 after frame 19, 2 after frame 40
+VARIABLE = [sum(k % 3 + 1 for k in range(i)) for i in range(N)]  # a variable frame rate: steps of 1, 2 and 3 ticks
+
+# name -> (file name, writer arguments)
+FORMATS = {
+    "xvid": ("xvid.avi", dict(codec="mpeg4", codec_tag="XVID", gop=12)),
+    "xvid_b_frames": ("xvid_b.avi", dict(codec="mpeg4", codec_tag="XVID", gop=12, b_frames=2)),
+    "h264_long_gop": ("h264.mp4", dict(codec="libx264", gop=30, b_frames=3)),
+    "mjpeg": ("mjpeg.avi", dict(codec="mjpeg")),
+    "timestamp_gaps": ("gaps.avi", dict(codec="mpeg4", codec_tag="XVID", gop=12, timestamps=GAPS)),
+    "variable_rate": ("vfr.mp4", dict(codec="libx264", gop=16, b_frames=2, timestamps=VARIABLE)),
+    "no_timestamps": ("raw.h264", dict(codec="libx264", container="h264", gop=16, b_frames=2)),
+}
+
+
+@pytest.fixture(scope="session")
+def videos(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("formats")
+    return {name: write_encoded_video(root / file, N, **kwargs) for name, (file, kwargs) in FORMATS.items()}
+
+
+def ground_truth(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+    """Every frame, decoded in order from the first (no index involved)."""
+    return read_clip(path, 0, N, size=size, seek=False)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_every_clip_equals_the_frames_decoded_from_the_start(videos, name):
+    path = videos[name]
+    cache = IndexCache()
+    truth = ground_truth(path)
+    # The reference itself is right: below the block, frame i's red is 4 * i, give or take the
+    # codecs' loss, which stays well under the step of 4 between frames.
+    red = truth[:, 30:, :, 0].astype(float).mean(axis=(1, 2))
+    assert np.abs(red - FRAME_STEP * np.arange(N)).max() < 0.75 * FRAME_STEP
+    for clip_len, stride in [(1, 1), (4, 3), (8, 2)]:
+        span = (clip_len - 1) * stride + 1
+        for start in range(N - span + 1):
+            clip = read_clip(path, start, clip_len, stride, index_cache=cache)
+            np.testing.assert_array_equal(clip, truth[start : start + span : stride], err_msg=f"{name} {start}")
+
+
+@pytest.mark.parametrize("name", ["xvid", "h264_long_gop", "no_timestamps"])
+def test_resized_clips_equal_the_resized_frames_decoded_from_the_start(videos, name):
+    path = videos[name]
+    truth = ground_truth(path, size=(20, 30))
+    for start in (0, 5, 31, 47):
+        clip = read_clip(path, start, 6, 3, size=(20, 30), index_cache=IndexCache())
+        assert clip.shape == (6, 20, 30, 3)
+        np.testing.assert_array_equal(clip, truth[start : start + 16 : 3])
+
+
+@pytest.mark.parametrize(
+    ("name", "keyframes", "regular"),
+    [
+        ("xvid", list(range(0, N, 12)), True),
+        ("xvid_b_frames", list(range(0, N, 12)), True),
+        ("h264_long_gop", [0, 30, 60], True),
+        ("mjpeg", list(range(N)), True),
+        ("timestamp_gaps", list(range(0, N, 12)), False),
+        ("variable_rate", [0, 16, 32, 48], False),
+    ],
+)
+def test_the_index_knows_frames_and_keyframes(videos, name, keyframes, regular):
+    index = IndexCache().get(videos[name])
+    assert index.seekable, index.reason
+    assert index.frames == N
+    assert list(index.keyframes) == keyframes
+    assert (index.pts_table is None) == regular
+    for i in range(N):
+        assert index.frame_at(index.pts(i)) == i
+
+
+def test_a_file_with_timestamp_gaps_counts_the_frames_that_decode_not_its_header(videos):
+    path = videos["timestamp_gaps"]
+    assert probe(path).frames > N  # the header counts the gaps as frames
+    assert frame_count(path, index_cache=IndexCache()) == N
+
+
+def test_seeking_decodes_from_the_keyframe_before_the_start_and_skips_frames_nobody_refers_to(videos, monkeypatch):
+    path = videos["h264_long_gop"]
+    cache = IndexCache()
+    index = cache.get(path)
+    decoded: list[int] = []
+
+    def seeking(*args, **kwargs):  # every frame the seeking read decodes at or after the keyframe
+        for i, frame in frames_from(*args, **kwargs):
+            decoded.append(i)
+            yield i, frame
+
+    def in_order(packet):  # every frame the in-order read decodes
+        frames = decode(packet)
+        decoded.extend(index.frame_at(f.pts) for f in frames or ())
+        return frames
+
+    frames_from, decode = decode_module.frames_from, decode_module.decode
+    monkeypatch.setattr(decode_module, "frames_from", seeking)
+    monkeypatch.setattr(decode_module, "decode", in_order)
+    read_clip(path, 40, 4, 2, index_cache=cache)  # frames 40, 42, 44, 46; keyframe 30
+    assert min(decoded) == 30
+    assert {40, 42, 44, 46} <= set(decoded)
+    assert len(decoded) < 46 - 30 + 1  # B-frames before and between the kept ones were not decoded
+    decoded.clear()
+    read_clip(path, 40, 4, 2, seek=False)
+    assert decoded[:41] == list(range(41))  # the reference decodes every frame from the first
+
+
+def test_a_file_without_timestamps_is_read_from_the_start_and_named_once(videos, caplog):
+    path = videos["no_timestamps"]
+    cache = IndexCache()
+    truth = ground_truth(path)
+    with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
+        for start in (50, 3, 17):
+            np.testing.assert_array_equal(read_clip(path, start, 4, 2, index_cache=cache), truth[start : start + 7 : 2])
+    index = cache.get(path)
+    assert not index.seekable
+    assert "no timestamp" in index.reason
+    named = [r for r in caplog.records if str(path) in r.getMessage()]
+    assert len(named) == 1
+    assert "not exact" in named[0].getMessage() and "from the first frame" in named[0].getMessage()
+
+
+def test_a_seek_that_goes_wrong_during_a_read_is_caught_and_the_file_read_from_the_start(videos, caplog):
+    """An index whose timestamp step is twice the file's: frames decoded after a seek do not match it."""
+    path = videos["xvid"]
+    cache = IndexCache()
+    good = cache.get(path)
+    key = os.path.abspath(path)
+    wrong = index_module.VideoIndex(good.frames, good.keyframes, True, "", good.pts_start, 2 * good.pts_step)
+    cache._remember(key, index_module._stamp(key), wrong)  # as if a file's seeks had passed the checks
+    truth = ground_truth(path)
+    with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
+        np.testing.assert_array_equal(read_clip(path, 30, 4, 2, index_cache=cache), truth[30:37:2])
+        np.testing.assert_array_equal(read_clip(path, 50, 4, 2, index_cache=cache), truth[50:57:2])
+    assert not cache.get(path).seekable
+    assert "unknown to the index" in cache.get(path).reason
+    assert len([r for r in caplog.records if key in r.getMessage()]) == 1
+
+
+def test_the_index_is_kept_on_disk_and_rebuilt_when_the_file_changes(videos, tmp_path, monkeypatch):
+    path = tmp_path / "clip.mp4"
+    path.write_bytes(videos["h264_long_gop"].read_bytes())
+    scans: list[str] = []
+    original = index_module.scan
+
+    def counting(p):
+        scans.append(os.fspath(p))
+        return original(p)
+
+    monkeypatch.setattr(index_module, "scan", counting)
+    first = IndexCache(tmp_path / "cache").get(path)
+    assert len(scans) == 1
+    (stored,) = (tmp_path / "cache").glob("*/*.json")
+    again = IndexCache(tmp_path / "cache").get(path)  # a second run: read from disk
+    assert len(scans) == 1
+    assert (again.frames, again.keyframes, again.seekable) == (first.frames, first.keyframes, True)
+    assert [again.pts(i) for i in range(N)] == [first.pts(i) for i in range(N)]
+
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))  # touched: scanned again
+    IndexCache(tmp_path / "cache").get(path)
+    assert len(scans) == 2
+    path.write_bytes(videos["mjpeg"].read_bytes())  # replaced: scanned again, and the new facts kept
+    assert list(IndexCache(tmp_path / "cache").get(path).keyframes) == list(range(N))
+    assert len(scans) == 3
+    stored.write_text("{not json")  # a damaged cache file is ignored and rewritten
+    assert IndexCache(tmp_path / "cache").get(path).frames == N
+    assert len(scans) == 4
+    assert list(IndexCache(tmp_path / "cache").get(path).keyframes) == list(range(N))
+    assert len(scans) == 4
+
+
+def test_irregular_timestamps_survive_the_disk_cache(videos, tmp_path):
+    path = videos["variable_rate"]
+    first = IndexCache(tmp_path).get(path)
+    again = IndexCache(tmp_path).get(path)
+    assert again.pts_table is not None
+    np.testing.assert_array_equal(again.pts_table, first.pts_table)
+
+
+def test_an_unseekable_verdict_found_while_reading_is_kept_on_disk(videos, tmp_path):
+    path = videos["xvid"]
+    IndexCache(tmp_path).distrust(path, "a test says so")
+    index = IndexCache(tmp_path).get(path)
+    assert (index.seekable, index.reason, index.frames) == (False, "a test says so", N)
+
+
+def test_the_cache_is_shared_by_threads_and_bounded(videos):
+    cache = IndexCache(max_entries=2)
+    names = ["xvid", "h264_long_gop", "mjpeg"]
+    truth = {name: ground_truth(videos[name]) for name in names}
+    barrier = threading.Barrier(4)
+    failures: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            for j in range(6):
+                name = names[(k + j) % 3]
+                start = 7 * k + 3 * j
+                np.testing.assert_array_equal(
+                    read_clip(videos[name], start, 3, 2, index_cache=cache), truth[name][start : start + 5 : 2]
+                )
+        except BaseException as exc:
+            failures.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,), name=f"reader-{k}") for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not failures, failures
+    assert len(cache) == 2
+
+
+def test_the_default_cache_serves_read_clip_and_frame_count(videos):
+    mine = IndexCache()
+    before = default_index_cache()
+    set_default_index_cache(mine)
+    try:
+        assert frame_count(videos["mjpeg"]) == N
+        assert len(mine) == 1
+        read_clip(videos["xvid"], 3, 2)
+        assert len(mine) == 2
+    finally:
+        set_default_index_cache(before)
+    with pytest.raises(TypeError, match="IndexCache"):
+        set_default_index_cache("/tmp/cache")
+    with pytest.raises(ValueError, match="max_entries"):
+        IndexCache(max_entries=0)
+
+
+def test_a_truncated_file_gives_exactly_the_frames_that_decode_and_an_error_past_them(videos, tmp_path):
+    """An AVI cut short, as by an interrupted copy, loses its index (at the end of the file) and frames."""
+    data = videos["xvid"].read_bytes()
+    path = tmp_path / "cut.avi"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    cache = IndexCache()
+    frames = frame_count(path, index_cache=cache)
+    assert 12 < frames < N
+    truth = read_clip(path, 0, frames, seek=False)
+    for start in range(frames - 2):
+        np.testing.assert_array_equal(read_clip(path, start, 3, index_cache=cache), truth[start : start + 3])
+    with pytest.raises(VideoDecodeError, match=rf"cut\.avi: ends after {frames} decoded frames.*truncated or corrupt"):
+        read_clip(path, frames - 1, 2, index_cache=cache)
