@@ -74,13 +74,15 @@ class VideoDataset(YieldFunction):
       so the last batch may be smaller; the centre clip, centre-cropped. Given
       ``num_clips`` or ``num_crops`` (even 1), each sample gives ``num_clips x
       num_crops`` views and clips gain a views axis: ``(batch, views, clip_len,
-      height, width, 3)``, view ``j * num_crops + c`` being crop ``c`` of clip ``j``.
+      height, width, 3)``, view ``j * num_crops + c`` being crop ``c`` of clip ``j``
+      (``self.views`` is their number; ``None`` without a views axis).
 
     Sampling (see ``parallel_loader.video.sampling``): ``"clip"`` takes
     ``clip_len`` frames ``stride`` apart from a random start (the centre in
     evaluation; evenly spread starts for several clips); ``"segments"`` splits the
     sample into ``clip_len`` equal segments and takes one frame from each, at
-    random in training and at the centre in evaluation (``stride`` must be 1).
+    random in training and at the centre in evaluation (``stride`` must be 1);
+    each of those frames is read with its own ``read_clip`` call.
 
     Randomness: the epoch's sample order comes from
     ``np.random.default_rng([seed, ORDER, epoch])`` and each clip's choices from
