@@ -13,7 +13,7 @@ from collections.abc import Callable
 import keras
 import tensorflow as tf
 
-__all__ = ["build_model", "make_eval_step", "make_train_step"]
+__all__ = ["build_model", "make_eval_step", "make_multiview_eval_step", "make_train_step"]
 
 
 def build_model(num_classes: int, clip_shape: tuple[int, int, int, int]) -> keras.Model:
@@ -83,6 +83,29 @@ def make_eval_step(model: keras.Model) -> Callable[[tf.Tensor, tf.Tensor], tuple
         return loss_fn(labels, logits), _correct(labels, logits)
 
     return eval_step
+
+
+def make_multiview_eval_step(model: keras.Model) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+    """Make a compiled multi-view evaluation step: ``(clips, labels) -> (views correct, videos correct)``.
+
+    ``clips`` has a views axis, ``(B, V, T, H, W, 3)``, as ``VideoFolder`` gives
+    with ``num_clips`` or ``num_crops``. Every view is classified on its own:
+    the first output counts the views classified right (clip accuracy is that
+    over ``B * V``); the second counts the videos whose views' mean softmax
+    picks the right class (video accuracy is that over ``B``).
+    """
+
+    @tf.function(reduce_retracing=True)
+    def multiview_eval_step(clips: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        views = clips.shape[1]
+        logits = model(tf.reshape(clips, (-1, *clips.shape[2:])), training=False)
+        logits = tf.reshape(logits, (-1, views, logits.shape[-1]))
+        labels = tf.cast(labels, tf.int64)
+        per_view = tf.reshape(tf.repeat(labels[:, None], views, axis=1), (-1,))
+        clip_correct = _correct(per_view, tf.reshape(logits, (-1, logits.shape[-1])))
+        return clip_correct, _correct(labels, tf.reduce_mean(tf.nn.softmax(logits), axis=1))
+
+    return multiview_eval_step
 
 
 def _correct(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:

@@ -12,7 +12,7 @@ import pytest
 from parallel_loader import DataLoader
 from parallel_loader.epoch_plan import _SHUFFLE_KEY
 from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
-from parallel_loader.video.folder import _CLIP_KEY, _ORDER_KEY
+from parallel_loader.video.dataset import _CLIP_KEY, _ORDER_KEY
 
 from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video
 

@@ -36,3 +36,22 @@ def test_steps_learn_a_batch_and_take_any_batch_size():
     summed, correct = eval_step(clips[:4], labels[:4])  # another batch size
     assert int(correct) == 4
     assert float(summed) < 4 * 0.5
+
+
+def test_multiview_step_scores_every_view_and_each_video_by_its_mean_softmax():
+    import keras
+
+    video_model = load_example()
+    keras.utils.set_random_seed(1)
+    model = video_model.build_model(3, (4, 16, 20, 3))
+    step = video_model.make_multiview_eval_step(model)
+    rng = np.random.default_rng(1)
+    for batch in (5, 2):  # any batch size
+        clips = rng.random((batch, 6, 4, 16, 20, 3), dtype=np.float32)
+        logits = model.predict(clips.reshape(-1, 4, 16, 20, 3), verbose=0).reshape(batch, 6, 3)
+        labels = logits.sum(axis=1).argmax(axis=1) if batch == 5 else np.array([0, 1])
+        clip_correct, video_correct = step(clips, labels)
+        assert int(clip_correct) == int((logits.argmax(axis=2) == labels[:, None]).sum())
+        probs = np.exp(logits - logits.max(axis=2, keepdims=True))
+        probs /= probs.sum(axis=2, keepdims=True)
+        assert int(video_correct) == int((probs.mean(axis=1).argmax(axis=1) == labels).sum())

@@ -1,0 +1,434 @@
+"""Sample lists: which videos, or segments of videos, a data set holds, and their labels.
+
+A ``SampleList`` is the class names in label order and the samples, each a
+``VideoSample``: a file, a label, and optionally the segment of the file to
+sample from (``start`` and ``end`` in seconds, as Kinetics and AVA-style CSVs
+give them). The readers here build one from the layouts public data sets ship:
+
+* ``folder_samples``: a tree ``root/<class>/<video>``;
+* ``ucf101_samples``: UCF101's ``classInd.txt`` and ``trainlist0N.txt`` / ``testlist0N.txt``;
+* ``hmdb51_samples``: HMDB51's ``<class>_test_split<N>.txt`` files;
+* ``kinetics_samples``: a CSV ``label,youtube_id,time_start,time_end,split``;
+* ``sample_list``: an explicit list of ``(path, label)`` or ``(path, label, start, end)``.
+
+Readers check what they read: a malformed line or an unknown class is an
+``AnnotationError`` that names the file and the line. They do not open the
+videos; each sample remembers where it was listed (``origin``) so that the data
+set that opens them (``VideoDataset``) can say where a missing or bad file came from.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import string
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "VIDEO_EXTENSIONS",
+    "AnnotationError",
+    "KINETICS_PATTERN",
+    "SampleList",
+    "VideoSample",
+    "folder_samples",
+    "hmdb51_samples",
+    "kinetics_samples",
+    "sample_list",
+    "ucf101_samples",
+]
+
+VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
+
+# Where the Kinetics download scripts put a clip: under its label, named by its video and times.
+KINETICS_PATTERN = "{label}/{youtube_id}_{time_start:06d}_{time_end:06d}.mp4"
+_KINETICS_COLUMNS = ("label", "youtube_id", "time_start", "time_end")
+
+
+class AnnotationError(ValueError):
+    """An annotation file or a sample list cannot be used as it is: a malformed line, an unknown class.
+
+    Attributes:
+        origin: where the problem is, such as ``"trainlist01.txt, line 17"``.
+        reason: what is wrong there.
+    """
+
+    def __init__(self, origin: str, reason: str) -> None:
+        self.origin = origin
+        self.reason = reason
+        super().__init__(f"{origin}: {reason}")
+
+
+@dataclass(frozen=True)
+class VideoSample:
+    """One sample: a video file, its label, and optionally the segment to sample from.
+
+    Attributes:
+        path: the video file.
+        label: the index of the sample's class in its ``SampleList``'s ``classes``.
+        start: where the segment starts, in seconds; ``None`` for the start of the video.
+        end: where it ends (exclusive), in seconds; ``None`` for the end of the video.
+        origin: where the sample was listed, such as ``"trainlist01.txt, line 17"``;
+            empty for a sample found by scanning a folder.
+    """
+
+    path: str
+    label: int
+    start: float | None = None
+    end: float | None = None
+    origin: str = ""
+
+
+@dataclass(frozen=True)
+class SampleList:
+    """Class names in label order, and the samples.
+
+    Attributes:
+        classes: the class names; a sample's ``label`` indexes this.
+        samples: the samples, in the order they were listed.
+    """
+
+    classes: tuple[str, ...]
+    samples: tuple[VideoSample, ...]
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __iter__(self) -> Iterator[VideoSample]:
+        return iter(self.samples)
+
+
+def sample_list(
+    rows: Sequence[Sequence[object]],
+    classes: Sequence[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> SampleList:
+    """Make a sample list from ``(path, label)`` or ``(path, label, start_seconds, end_seconds)`` rows.
+
+    Labels are either all ints (indices into ``classes``) or all strings (class
+    names). Without ``classes``, int labels name their classes ``"0"``,
+    ``"1"``, ... up to the largest label, and string labels are sorted. A
+    segment's ``start`` or ``end`` may be ``None`` for the start or end of the video.
+
+    Args:
+        rows: the samples.
+        classes: class names in label order; pass the training set's for a validation set.
+        root: a folder that relative paths are relative to.
+
+    Raises:
+        AnnotationError: a row is malformed, names a class not in ``classes``, or
+            has a segment that ends before it starts; the error says which row.
+        ValueError: ``rows`` is empty.
+    """
+    if len(rows) == 0:
+        raise ValueError("the sample list is empty")
+    parsed: list[tuple[str, object, float | None, float | None, str]] = []
+    for i, row in enumerate(rows):
+        origin = f"sample {i}"
+        if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) not in (2, 4):
+            raise AnnotationError(
+                origin, f"expected (path, label) or (path, label, start_seconds, end_seconds), got {row!r}"
+            )
+        path = os.fspath(row[0])
+        if root is not None:
+            path = os.path.join(root, path)
+        start, end = (row[2], row[3]) if len(row) == 4 else (None, None)
+        parsed.append((path, row[1], *_segment(origin, start, end), origin))
+    labels = [label for _, label, _, _, _ in parsed]
+    if all(isinstance(label, str) for label in labels):
+        names = sorted(set(labels)) if classes is None else list(classes)
+        index = {name: k for k, name in enumerate(names)}
+        lookup = {label: index.get(label) for label in labels}
+    elif all(isinstance(label, int | np.integer) and not isinstance(label, bool) for label in labels):
+        names = [str(k) for k in range(max(labels) + 1)] if classes is None else list(classes)
+        lookup = {label: int(label) if 0 <= label < len(names) else None for label in labels}
+    else:
+        raise AnnotationError("the sample list", "labels must be all ints (class indices) or all strings (class names)")
+    samples = []
+    for path, label, start, end, origin in parsed:
+        if lookup[label] is None:
+            raise AnnotationError(origin, f"unknown class {label!r}: the classes are {_some(names)}")
+        samples.append(VideoSample(path, lookup[label], start, end, origin))
+    return SampleList(tuple(names), tuple(samples))
+
+
+def folder_samples(
+    root: str | os.PathLike[str],
+    classes: Sequence[str] | None = None,
+    extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
+) -> SampleList:
+    """The videos of a tree ``root/<class>/<video>``, labelled by class folder.
+
+    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
+    are ignored, as are files whose names do not end in one of ``extensions``.
+
+    Args:
+        root: the folder whose subfolders are the classes.
+        classes: class folder names in label order; default: every subfolder, sorted.
+        extensions: the file name endings that count as videos (any case).
+
+    Raises:
+        FileNotFoundError: ``root`` or a named class folder does not exist.
+        ValueError: ``root`` is not a folder, or has no class folder, or a class
+            folder has no video (the message says where it looked).
+    """
+    root = Path(root)
+    extensions = {e.lower() for e in extensions}
+    if not root.exists():
+        raise FileNotFoundError(2, "video root folder not found", str(root))
+    if not root.is_dir():
+        raise ValueError(f"{root}: the video root must be a folder of class folders")
+    if classes is None:
+        classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if not classes:
+            raise ValueError(f"{root} has no class folders: expected {root}/<class>/<video files>")
+    else:
+        classes = list(classes)
+        missing = [c for c in classes if not (root / c).is_dir()]
+        if missing:
+            raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
+    samples: list[VideoSample] = []
+    for label, name in enumerate(classes):
+        files = sorted(
+            p
+            for p in (root / name).iterdir()
+            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in extensions
+        )
+        if not files:
+            raise ValueError(
+                f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
+                "every class folder needs at least one"
+            )
+        samples.extend(VideoSample(str(p), label) for p in files)
+    return SampleList(tuple(classes), tuple(samples))
+
+
+def ucf101_samples(
+    root: str | os.PathLike[str],
+    split_dir: str | os.PathLike[str],
+    split: int = 1,
+    subset: Literal["train", "test"] = "train",
+) -> SampleList:
+    """The videos of one UCF101 split, from the files of ``UCF101TrainTestSplits``.
+
+    ``split_dir/classInd.txt`` numbers the classes from 1 (``1 ApplyEyeMakeup``);
+    ``trainlist0N.txt`` lists ``<class>/<video> <number>`` and ``testlist0N.txt``
+    just ``<class>/<video>``. Labels are the class numbers less one, so they run
+    from 0 in ``classInd.txt``'s order. A video's class is its folder's; where a
+    line also gives a number, the two must agree.
+
+    Args:
+        root: the folder holding ``<class>/<video>.avi``.
+        split_dir: the folder holding ``classInd.txt`` and the lists.
+        split: which of the splits (UCF101 ships 1, 2 and 3).
+        subset: ``"train"`` reads ``trainlist0N.txt``, ``"test"`` ``testlist0N.txt``.
+
+    Raises:
+        FileNotFoundError: ``classInd.txt`` or the list is missing.
+        AnnotationError: a malformed line, a video in a class folder that
+            ``classInd.txt`` does not list, or a number that disagrees with the
+            folder; the error names the file and the line.
+    """
+    if subset not in ("train", "test"):
+        raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
+    split_dir = Path(split_dir)
+    numbered: dict[int, tuple[str, str]] = {}  # class number -> (name, origin)
+    index_file = split_dir / "classInd.txt"
+    for origin, fields in _lines(index_file):
+        if len(fields) != 2 or not fields[0].isdigit() or int(fields[0]) < 1:
+            raise AnnotationError(origin, f"expected '<number from 1> <class name>', got {' '.join(fields)!r}")
+        number = int(fields[0])
+        if number in numbered:
+            raise AnnotationError(origin, f"class number {number} is given twice (first at {numbered[number][1]})")
+        numbered[number] = (fields[1], origin)
+    if sorted(numbered) != list(range(1, len(numbered) + 1)):
+        gaps = sorted(set(range(1, max(numbered, default=0) + 1)) - set(numbered))
+        raise AnnotationError(str(index_file), f"class numbers must run from 1 without gaps; missing {gaps[:10]}")
+    classes = tuple(numbered[k][0] for k in sorted(numbered))
+    label_of = {name: k for k, name in enumerate(classes)}
+    samples = []
+    for origin, fields in _lines(split_dir / f"{subset}list{split:02d}.txt"):
+        relative = fields[0]
+        parts = relative.replace("\\", "/").split("/")
+        name = parts[0]
+        if len(fields) > 2 or len(parts) < 2:
+            raise AnnotationError(origin, f"expected '<class>/<video>' and an optional class number, got {fields!r}")
+        if name not in label_of:
+            raise AnnotationError(origin, f"unknown class {name!r}: {index_file} does not list it")
+        label = label_of[name]
+        if len(fields) == 2 and fields[1] != str(label + 1):
+            raise AnnotationError(
+                origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
+            )
+        samples.append(VideoSample(str(Path(root, relative)), label, origin=origin))
+    return SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt"))
+
+
+def hmdb51_samples(
+    root: str | os.PathLike[str],
+    split_dir: str | os.PathLike[str],
+    split: int = 1,
+    subset: Literal["train", "test"] = "train",
+    classes: Sequence[str] | None = None,
+) -> SampleList:
+    """The videos of one HMDB51 split, from the ``<class>_test_split<N>.txt`` files.
+
+    Each file lists its class's videos, one per line, with a mark: ``1`` for
+    training, ``2`` for testing, ``0`` for neither. The classes are the files'
+    names less ``_test_split<N>.txt``, sorted, unless ``classes`` gives them.
+
+    Args:
+        root: the folder holding ``<class>/<video>.avi``.
+        split_dir: the folder holding the split files.
+        split: which of the splits (HMDB51 ships 1, 2 and 3).
+        subset: ``"train"`` keeps the videos marked 1, ``"test"`` those marked 2.
+        classes: class names in label order; each split file's class must be one.
+
+    Raises:
+        FileNotFoundError: ``split_dir`` has no split file for ``split``.
+        AnnotationError: a malformed line (naming the file and line), or a split
+            file for a class not in ``classes``.
+    """
+    marks = {"train": "1", "test": "2"}
+    if subset not in marks:
+        raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
+    suffix = f"_test_split{split}.txt"
+    files = sorted(p for p in Path(split_dir).glob(f"*{suffix}") if not p.name.startswith("."))
+    if not files:
+        raise FileNotFoundError(2, f"no split files <class>{suffix} found", str(split_dir))
+    names = [p.name[: -len(suffix)] for p in files]
+    classes = tuple(names if classes is None else classes)
+    samples = []
+    for file, name in zip(files, names, strict=True):
+        if name not in classes:
+            raise AnnotationError(str(file), f"class {name!r} is not one of the classes given: {_some(classes)}")
+        label = classes.index(name)
+        for origin, fields in _lines(file):
+            if len(fields) != 2 or fields[1] not in ("0", "1", "2"):
+                raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
+            if fields[1] == marks[subset]:
+                samples.append(VideoSample(str(Path(root, name, fields[0])), label, origin=origin))
+    return SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}"))
+
+
+def kinetics_samples(
+    csv_file: str | os.PathLike[str],
+    root: str | os.PathLike[str],
+    split: str | None = None,
+    pattern: str = KINETICS_PATTERN,
+    classes: Sequence[str] | None = None,
+    trimmed: bool | None = None,
+) -> SampleList:
+    """The clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
+
+    Each row's file is ``root / pattern.format(**row)``, where the row's times
+    are numbers (ints when whole) and its other columns strings; the default
+    pattern is the Kinetics download scripts' ``<label>/<id>_<start:06d>_<end:06d>.mp4``.
+    Whether a file holds just its segment (``trimmed``) or the whole video, from
+    which the samples then take ``[time_start, time_end)``, is by default read
+    off the pattern: a pattern that names a time is taken to name a trimmed clip.
+
+    Args:
+        csv_file: the CSV; more columns than the four needed are fine.
+        root: the folder the pattern is relative to.
+        split: keep only the rows whose ``split`` column is this (such as ``"train"``); ``None`` keeps all.
+        pattern: a ``str.format`` pattern over the CSV's columns giving each row's file.
+        classes: class names in label order (pass the training set's for a
+            validation set); default: the labels of the rows kept, sorted.
+        trimmed: the files hold only their segments (``True``) or whole videos (``False``).
+
+    Raises:
+        FileNotFoundError: there is no ``csv_file``.
+        AnnotationError: a column is missing, the pattern names a column the CSV
+            lacks, or a row is malformed, has an unknown label, or its times do
+            not make a segment; the error names the file and the line.
+    """
+    csv_file = Path(csv_file)
+    fields_used = {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+    if trimmed is None:
+        trimmed = bool(fields_used & {"time_start", "time_end"})
+    rows: list[tuple[str, str, float, float, str]] = []  # (label, path, start, end, origin)
+    with open(csv_file, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        columns = set(reader.fieldnames or ())
+        missing = [c for c in (*_KINETICS_COLUMNS, *(["split"] if split is not None else [])) if c not in columns]
+        unknown = sorted(fields_used - columns)
+        if missing or unknown:
+            what = f"{missing}" if missing else f"{unknown} that the pattern names"
+            reason = f"the header lacks the column(s) {what}; it has {sorted(columns)}"
+            raise AnnotationError(f"{csv_file}, line 1", reason)
+        for row in reader:
+            origin = f"{csv_file}, line {reader.line_num}"
+            if None in row or None in row.values():
+                raise AnnotationError(origin, f"expected {len(reader.fieldnames)} fields as in the header")
+            if split is not None and row["split"] != split:
+                continue
+            start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
+            values = {k: v for k, v in row.items()} | {"time_start": _whole(start), "time_end": _whole(end)}
+            try:
+                relative = pattern.format(**values)
+            except (ValueError, KeyError, IndexError) as exc:
+                raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
+            rows.append((row["label"], str(Path(root, relative)), start, end, origin))
+    names = tuple(sorted({label for label, *_ in rows}) if classes is None else classes)
+    label_of = {name: k for k, name in enumerate(names)}
+    samples = []
+    for label, path, start, end, origin in rows:
+        if label not in label_of:
+            raise AnnotationError(origin, f"unknown label {label!r}: the classes are {_some(names)}")
+        times = (None, None) if trimmed else (start, end)
+        samples.append(VideoSample(path, label_of[label], *times, origin=origin))
+    what = csv_file if split is None else f"{csv_file} (split {split!r})"
+    return SampleList(names, _nonempty(samples, what))
+
+
+def _lines(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """``(origin, fields)`` for each non-blank line of a whitespace-separated text file (CRLF or LF)."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split()
+            if fields:
+                yield f"{path}, line {number}", fields
+
+
+def _segment(origin: str, start: object, end: object) -> tuple[float | None, float | None]:
+    """Check a segment's times in seconds: numbers or ``None``, ``0 <= start < end``."""
+    for name, value in (("start", start), ("end", end)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value)
+        ):
+            raise AnnotationError(origin, f"the segment's {name} must be a number of seconds or None, got {value!r}")
+    if start is not None and start < 0:
+        raise AnnotationError(origin, f"the segment starts before 0 s: {start!r}")
+    if start is not None and end is not None and end <= start:
+        raise AnnotationError(origin, f"the segment ends at {end!r} s, not after its start at {start!r} s")
+    return (None if start is None else float(start)), (None if end is None else float(end))
+
+
+def _number(origin: str, row: dict[str, str], column: str) -> float:
+    try:
+        return float(row[column])
+    except ValueError:
+        raise AnnotationError(origin, f"{column} must be a number of seconds, got {row[column]!r}") from None
+
+
+def _whole(seconds: float) -> int | float:
+    """An int for a whole number of seconds, so that a pattern can format it with ``:06d``."""
+    return int(seconds) if seconds.is_integer() else seconds
+
+
+def _nonempty(samples: list[VideoSample], where: object) -> tuple[VideoSample, ...]:
+    if not samples:
+        raise ValueError(f"{where} lists no video")
+    return tuple(samples)
+
+
+def _some(names: Sequence[str], limit: int = 10) -> str:
+    """The first few names, for an error message."""
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return f"{shown}, ... ({len(names)} in all)" if len(names) > limit else shown
