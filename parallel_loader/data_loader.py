@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_int
+from ._checks import check_bool, check_int
+from .batching import SampleBatches
 from .fifo_queue import FIFOQueue, QueueClosed
 from .yield_function import epoch_length
 
@@ -52,7 +53,10 @@ class DataLoader:
     """Calls a yield function in ``num_threads`` threads and yields its batches.
 
     Iterating the loader gives one epoch: every index in ``range(len(yield_fn))``
-    exactly once, whatever the number of threads. A yield function without
+    exactly once, whatever the number of threads. With ``batch_size``, ``yield_fn``
+    is a sample dataset instead, and the loader makes the batches (see
+    ``SampleBatches``): each thread makes a whole batch, and every sample is in
+    exactly one batch per epoch. A yield function without
     ``__len__`` is a stream: each iteration calls it until it raises
     ``StopIteration``, ``batches_per_epoch`` times if that is given, or for ever,
     until the consumer stops. Loader threads call a stream concurrently, in no
@@ -63,11 +67,16 @@ class DataLoader:
 
     Args:
         yield_fn: a ``YieldFunction`` (or any callable with ``__len__`` taking an
-            index), or a zero-argument callable for a stream.
+            index), or a zero-argument callable for a stream. With ``batch_size``:
+            a sample dataset (``len()`` samples, ``[index]`` or ``(index)`` one
+            sample), which the loader wraps in a ``SampleBatches`` (``.yield_fn``).
         num_threads: how many loader threads call ``yield_fn`` at once.
         max_len: capacity of the batch queue. At most about ``max_len + num_threads``
             batches exist at once, in ordered mode too.
-        shuffle: visit the indices of each epoch in a new random order.
+        shuffle: visit the indices of each epoch in a new random order. For a
+            batch-level yield function this reorders whole batches, not what is
+            in them; with ``batch_size`` the samples are shuffled (batches then
+            differ each epoch, and come in the order made).
         seed: makes the shuffled orders reproducible; each epoch still differs.
         ordered: deliver batches in index order (as ``tf.data``'s
             ``deterministic=True``); otherwise each batch comes as soon as it is ready.
@@ -76,6 +85,10 @@ class DataLoader:
         first_epoch: the number of the first epoch, to continue a run's sequence of
             shuffled orders (and the epochs passed to ``on_epoch_begin``/``on_epoch_end``) in a new loader.
         batches_per_epoch: for a stream only: the most calls that make one epoch.
+        batch_size: batch the samples of a sample dataset, this many per batch.
+        drop_last: with ``batch_size``: leave out each epoch's last, short batch.
+        collate: with ``batch_size``: makes a batch from a list of samples
+            (default ``default_collate``: stack arrays, recurse into tuples and dicts).
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -93,7 +106,19 @@ class DataLoader:
         name: str = "DataLoader",
         first_epoch: int = 0,
         batches_per_epoch: int | None = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        collate: Callable[[list[Any]], Any] | None = None,
     ) -> None:
+        shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
+        if batch_size is not None:
+            # The adapter shuffles the samples, so the batches need no other order than the one they are made in.
+            yield_fn = SampleBatches(
+                yield_fn, batch_size, drop_last=drop_last, collate=collate, shuffle=shuffle, seed=seed
+            )
+            shuffle, seed = False, yield_fn.seed
+        elif check_bool("drop_last", drop_last) or collate is not None:
+            raise ValueError("drop_last and collate batch samples: pass batch_size too")
         num_threads = check_int("num_threads", num_threads, minimum=1)
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
