@@ -155,7 +155,7 @@ def test_sample_batches_alone_moves_epochs_with_on_epoch_begin():
     first = [batches(i)[1].tolist() for i in range(len(batches))]
     batches.on_epoch_begin(1)
     second = [batches(i)[1].tolist() for i in range(len(batches))]
-    assert sorted(sum(first, [])) == sorted(sum(second, [])) == list(range(9))
+    assert sorted(i for b in first for i in b) == sorted(i for b in second for i in b) == list(range(9))
     assert first != second
     with pytest.raises(IndexError, match="batch 3 is out of range"):
         batches(3)
