@@ -12,6 +12,7 @@ fill it with partial lines, so the same figures come as one line when the pass e
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -170,7 +171,10 @@ def _length(loader: Any) -> int | None:
 
 
 def _is_terminal(file: TextIO) -> bool:
+    """A terminal that a bar can be drawn on: one that says how wide it is (some pseudo-terminals say 0)."""
     try:
-        return file.isatty()
-    except (AttributeError, ValueError):  # no isatty, or a closed file
+        if not file.isatty():
+            return False
+        return os.get_terminal_size(file.fileno()).columns > 0
+    except (AttributeError, ValueError, OSError):  # no isatty or fileno, a closed file, no size
         return False

@@ -1,7 +1,11 @@
 """Progress output: a bar on a terminal, one line per epoch elsewhere, nothing on request."""
 
+import fcntl
 import io
+import os
 import re
+import struct
+import termios
 
 import pytest
 
@@ -82,11 +86,29 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_the_default_is_a_bar_on_a_terminal_and_a_line_elsewhere():
-    assert progress_mode(None, Terminal()) == BAR
+@pytest.fixture
+def terminal():
+    """A real pseudo-terminal's file, and a function to set its width."""
+    main, side = os.openpty()
+    file = os.fdopen(side, "w")
+
+    def set_width(columns):
+        fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+
+    yield file, set_width
+    file.close()
+    os.close(main)
+
+
+def test_the_default_is_a_bar_on_a_terminal_and_a_line_elsewhere(terminal):
+    file, set_width = terminal
+    set_width(100)
+    assert progress_mode(None, file) == BAR
+    set_width(0)  # a pseudo-terminal that does not say its width: a bar would be drawn empty
+    assert progress_mode(None, file) == LINE
     assert progress_mode(None, io.StringIO()) == LINE
     assert progress_mode(True, io.StringIO()) == BAR
-    assert progress_mode(False, Terminal()) is None
+    assert progress_mode(False, file) is None
 
 
 class Loader:
