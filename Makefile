@@ -26,8 +26,15 @@ $(SAMPLE_DATA)/.complete: parallel_loader/sample_data.py | venv
 demo: venv $(SAMPLE_DATA)/.complete
 	$(PY) examples/train_video.py --data $(SAMPLE_DATA) --threads 2 --min-val-accuracy 0.9
 
-# Every benchmark with its README settings (about 40 minutes on 2 cores); tables in benchmarks/README.md.
-bench: venv $(SAMPLE_DATA)/.complete
+# The benchmarks' extra (matplotlib, for the sweep's plots), on top of the dev install.
+PLOT := $(VENV)/.plot
+
+$(PLOT): $(INSTALLED)
+	$(PY) -m pip install --quiet -e '.[dev,plot]'
+	touch $(PLOT)
+
+# Every benchmark with its README settings (about half an hour on 2 cores); tables in benchmarks/README.md.
+bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.queue_overhead --max-len 64 8 1 --quiet 8
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10 --batches 300 \
 		--out benchmarks/results/issue --quiet 5

@@ -19,6 +19,8 @@ setup(
         # The plain package runs on the CPU and uses a GPU when CUDA is present.
         "tensorflow>=2.16",
         "psutil>=5.9",
+        # The progress bar of Train.run and the benchmarks.
+        "tqdm>=4.66",
     ],
     extras_require={
         "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],

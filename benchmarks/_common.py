@@ -9,6 +9,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -17,11 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from tqdm import tqdm
+
+from parallel_loader.progress import BAR, LINE, progress_mode
 
 __all__ = [
     "DEFAULT_OUT",
     "ResourceSampler",
+    "RunProgress",
     "add_noise_arguments",
+    "add_output_arguments",
     "Spread",
     "format_table",
     "others_cpu_percent",
@@ -181,6 +187,52 @@ def add_noise_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="before each run wait up to this many seconds while other processes use >= 40%% CPU (0: don't wait)",
     )
+
+
+def add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--progress/--no-progress`` and ``--verbose``, as the example scripts have them."""
+    from ._workloads import load_example
+
+    load_example("example_options").add_output_arguments(parser)
+
+
+class RunProgress:
+    """Progress over a script's runs, on stderr: a tqdm bar on a terminal, one line per run elsewhere.
+
+    Args:
+        total: the number of runs.
+        progress: ``None`` (choose by the terminal), True (a bar) or False (nothing).
+    """
+
+    def __init__(self, total: int, progress: bool | None) -> None:
+        mode = progress_mode(progress)
+        self.total = total
+        self._done = 0
+        self._lines = mode == LINE
+        self._bar = _Bar(total=total, desc="runs", unit="run", file=sys.stderr) if mode == BAR else None
+
+    def done(self, label: str, result: str) -> None:
+        """One more run ended: ``label`` says which, ``result`` what it measured."""
+        self._done += 1
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"{label}: {result}", refresh=False)
+            self._bar.update()
+        elif self._lines:
+            print(f"run {self._done}/{self.total}, {label}: {result}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+    def __enter__(self) -> RunProgress:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _Bar(tqdm):
+    monitor_interval = 0  # no tqdm monitor thread: it would outlive the run
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -118,12 +118,12 @@ def time_calls(call: Callable[[int], Any], n: int) -> float:
     return (time.perf_counter() - start) / n
 
 
-def load_example() -> ModuleType:
-    """Import ``examples/video_model.py`` from this repository."""
-    path = REPO / "examples" / "video_model.py"
+def load_example(name: str = "video_model") -> ModuleType:
+    """Import ``examples/<name>.py`` from this repository."""
+    path = REPO / "examples" / f"{name}.py"
     if not path.is_file():
-        raise SystemExit(f"the train workload needs {path.relative_to(REPO)} (branch video)")
-    spec = importlib.util.spec_from_file_location("video_model", path)
+        raise SystemExit(f"the benchmarks need {path.relative_to(REPO)}")
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)

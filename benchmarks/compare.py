@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import random
 import statistics
 import time
@@ -42,11 +41,14 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
+from parallel_loader.tf_startup import import_tensorflow
 
 from ._common import (
     DEFAULT_OUT,
     ResourceSampler,
+    RunProgress,
     add_noise_arguments,
+    add_output_arguments,
     format_table,
     machine_info,
     parse_ints,
@@ -224,6 +226,7 @@ LOADERS: dict[str, Callable[[argparse.Namespace, int, int], tuple[float, float, 
     "torch": run_torch,
 }
 PEERS = ("tf.data", "keras-threads", "keras-processes", "torch")
+TENSORFLOW_LOADERS = ("tf.data", "keras-threads", "keras-processes")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -237,9 +240,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--step", type=float, default=0.0, help="consumer's sleep per batch, standing in for a step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
     add_noise_arguments(parser)
+    add_output_arguments(parser)
     add_video_arguments(parser)
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if any(name in TENSORFLOW_LOADERS for name in args.loaders):
+        import_tensorflow(args.verbose)
 
     loaders = list(args.loaders)
     if "torch" in loaders and importlib.util.find_spec("torch") is None:
@@ -251,14 +256,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     rng = random.Random(args.seed)
     runs: dict[tuple[str, int], list[tuple[float, float, int]]] = {c: [] for c in configs}
     others: dict[tuple[str, int], list[float]] = {c: [] for c in configs}
-    for _ in range(args.rounds):
-        order = configs[:]
-        rng.shuffle(order)
-        for name, threads in order:
-            wait_for_quiet(args.quiet)
-            with ResourceSampler() as resources:
-                runs[(name, threads)].append(LOADERS[name](args, threads, args.batches))
-            others[(name, threads)].append(resources.others_percent)
+    with RunProgress(args.rounds * len(configs), args.progress) as progress:
+        for _ in range(args.rounds):
+            order = configs[:]
+            rng.shuffle(order)
+            for name, threads in order:
+                wait_for_quiet(args.quiet)
+                with ResourceSampler() as resources:
+                    runs[(name, threads)].append(LOADERS[name](args, threads, args.batches))
+                others[(name, threads)].append(resources.others_percent)
+                _, steady_s, clips = runs[(name, threads)][-1]
+                progress.done(f"{name}, {threads} threads", f"{clips / steady_s:.1f} clips/s")
 
     results: dict[str, dict[str, Any]] = {}
     for (name, threads), measured in runs.items():

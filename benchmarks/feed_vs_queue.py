@@ -22,7 +22,6 @@ numpy augmentation calibrated to cost about one step. Runs are interleaved
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -33,11 +32,14 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
+from parallel_loader.tf_startup import device_line, import_tensorflow
 
 from ._common import (
     DEFAULT_OUT,
     ResourceSampler,
+    RunProgress,
     add_noise_arguments,
+    add_output_arguments,
     format_table,
     machine_info,
     spread,
@@ -87,11 +89,12 @@ def _augment(x: np.ndarray, rng: np.random.Generator, rounds: int) -> np.ndarray
     return x
 
 
-def configure_tf(intra_op: int, inter_op: int) -> tuple[Any, str]:
-    """Import TensorFlow with the given thread pool sizes (0: TF's default, one per core), and say what holds."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+def configure_tf(intra_op: int, inter_op: int, verbose: bool = False) -> tuple[Any, str]:
+    """Import TensorFlow with the given thread pool sizes (0: TF's default, one per core), and say what holds.
 
+    Its start-up log is hidden unless ``verbose``.
+    """
+    tf = import_tensorflow(verbose)
     return tf, set_tf_threads(intra_op, inter_op)
 
 
@@ -190,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
     add_noise_arguments(parser)
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     default_interval = sys.getswitchinterval()
     if args.switch_interval is not None:
@@ -202,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace) -> dict[str, Any]:
 
-    tf, threads_note = configure_tf(args.intra_op, args.inter_op)
+    tf, threads_note = configure_tf(args.intra_op, args.inter_op, args.verbose)
+    print(device_line(), flush=True)
     step = make_step(tf)
     probe = Batches(3)
     t_step = mean_seconds(lambda i: float(step(*probe(i % 3))), args.calibrate)
@@ -212,6 +217,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     variants = {k: v for k, v in variants.items() if k in args.variants}
 
     results, rows = {}, []
+    progress = RunProgress(len(variants) * 2 * args.rounds, args.progress)
     for name, rounds in variants.items():
         batches = Batches(args.steps, rounds)
         t_load = mean_seconds(batches, args.calibrate)
@@ -230,6 +236,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 times[mode].append(seconds)
                 others.append(res.others_percent)
                 cpu[mode].append(res.cpu_percent)
+                progress.done(f"{name}, {mode}", f"{args.steps / seconds:.1f} steps/s")
         feed, queue = spread(times["feed"]), spread(times["queue"])
         achieved = feed.median / queue.median
         results[name] = {
@@ -261,6 +268,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                 spread(others).fmt(0),
             ]
         )
+    progress.close()
     print(
         f"{args.steps} steps per run, {args.rounds} round(s); loader: {args.threads} threads, max_len {args.max_len}; "
         f"{threads_note}; GIL switch interval {sys.getswitchinterval() * 1e3:g} ms; times in s, median (min-max)"

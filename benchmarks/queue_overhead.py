@@ -23,7 +23,9 @@ from parallel_loader import FIFOQueue
 from ._common import (
     DEFAULT_OUT,
     ResourceSampler,
+    RunProgress,
     add_noise_arguments,
+    add_output_arguments,
     format_table,
     machine_info,
     spread,
@@ -76,7 +78,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median reported)")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
     add_noise_arguments(parser)
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
+    progress = RunProgress(len(args.max_len) * args.rounds, args.progress)
 
     kinds = ["FIFOQueue", "queue.Queue"]
     rows, results = [], []
@@ -91,6 +95,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                     rates[kind].append(measure(kind, args.items, args.producers, max_len))
             others.append(resources.others_percent)
             ratios.append(rates["FIFOQueue"][-1] / rates["queue.Queue"][-1])
+            progress.done(f"max_len {max_len}, round {r + 1}/{args.rounds}", f"FIFOQueue/queue.Queue {ratios[-1]:.2f}")
         fifo, std, ratio = spread(rates["FIFOQueue"]), spread(rates["queue.Queue"]), spread(ratios)
         rows.append(
             [
@@ -111,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 "others_cpu_percent": others,
             }
         )
+    progress.close()
     print(
         f"{args.producers} producers -> 1 consumer, {args.items:,} items per measurement, "
         f"{args.rounds} interleaved rounds; median (min-max) items/s"

@@ -25,11 +25,18 @@ Workloads:
     python -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10
     python -m benchmarks.sweep --workload decode --threads 1,2,4,8
     python -m benchmarks.sweep --workload train --threads 1,2,4
+
+Each run shows its progress on stderr (a bar on a terminal, a line per run
+otherwise; ``--no-progress`` for none). A target that the run is too short to
+reach even with no overhead (the pipeline fill dominates) is reported as not
+judged, with the number of batches it needs, rather than as missed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import statistics
 import time
@@ -41,11 +48,14 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
+from parallel_loader.progress import PassProgress, progress_mode
+from parallel_loader.train import PassStats
 
 from ._common import (
     DEFAULT_OUT,
     ResourceSampler,
     add_noise_arguments,
+    add_output_arguments,
     format_table,
     machine_info,
     parse_ints,
@@ -133,6 +143,10 @@ def build(args: argparse.Namespace) -> Workload:
         notes.append(f"T_load: mean of {args.calibrate} batches made serially; T_step = {step_s} s (sleep)")
         return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes, cpu_bound=True)
     if args.workload == "train":
+        from parallel_loader.tf_startup import device_line, import_tensorflow
+
+        import_tensorflow(args.verbose)
+        notes.append(device_line())
         train_step, model_notes = make_train_step(folder, args.intra_op)
         batch = folder(0)
         t_step = time_calls(lambda i: train_step(batch), args.calibrate)
@@ -144,36 +158,40 @@ def build(args: argparse.Namespace) -> Workload:
     raise ValueError(f"unknown workload {args.workload!r}")
 
 
-def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
-    """Consume one epoch with ``threads`` loader threads (``SERIAL``: none) and return its figures."""
+def measure(
+    workload: Workload, threads: int, max_len: int, progress: str | None = None, label: str = ""
+) -> dict[str, float]:
+    """Consume one epoch with ``threads`` loader threads (``SERIAL``: none) and return its figures.
+
+    ``progress`` is a ``progress_mode``: the run's bar, its line when it ends, or nothing.
+    """
     step = workload.step
     waits: list[float] = []
     starts: list[float] = []
-    with ResourceSampler() as resources:
+    waited = 0.0
+    with ResourceSampler() as resources, contextlib.ExitStack() as stack:
         start = time.perf_counter()
-        if threads == SERIAL:
-            for index in range(len(workload.yield_fn)):
-                before = time.perf_counter()
-                batch = workload.yield_fn(index)
-                now = time.perf_counter()
-                waits.append(now - before)
-                starts.append(now)
-                step(batch)
-            seconds = time.perf_counter() - start
+        if threads == SERIAL:  # the main thread loads each batch itself: its wait is the load
+            loader = None
+            batches = (workload.yield_fn(index) for index in range(len(workload.yield_fn)))
         else:
-            with DataLoader(workload.yield_fn, threads, max_len, name=f"sweep{threads}") as loader:
-                batches = iter(loader)
-                while True:
-                    before = time.perf_counter()
-                    try:
-                        batch = next(batches)
-                    except StopIteration:
-                        break
-                    now = time.perf_counter()
-                    waits.append(now - before)
-                    starts.append(now)
-                    step(batch)
-                seconds = time.perf_counter() - start
+            loader = stack.enter_context(DataLoader(workload.yield_fn, threads, max_len, name=f"sweep{threads}"))
+            batches = iter(loader)
+        display = stack.enter_context(contextlib.closing(PassProgress(label, progress, loader, len(workload.yield_fn))))
+        while True:
+            before = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            now = time.perf_counter()
+            waits.append(now - before)
+            waited += now - before
+            starts.append(now)
+            step(batch)
+            display.update(waited)
+        seconds = time.perf_counter() - start
+        display.finish(PassStats(batches=len(waits), seconds=seconds, wait_seconds=waited))
     n = len(waits)
     fill = waits[0]
     steady_span = starts[-1] - starts[0]
@@ -275,26 +293,87 @@ def print_table(workload: Workload, rows: list[dict[str, Any]], args: argparse.N
     print(format_table(headers, table))
 
 
-def check_targets(workload: Workload, rows: list[dict[str, Any]]) -> list[str]:
-    """The latency workload's targets, met or missed; nothing for the other workloads."""
+def check_targets(workload: Workload, rows: list[dict[str, Any]], batches: int) -> list[str]:
+    """The latency workload's targets, met, missed, or not judged; nothing for the other workloads.
+
+    A fill-included target that even a run without any overhead could not reach
+    in ``batches`` batches at some N (the first batch cannot come before one
+    ``T_load``) is not judged there: the line says so, and how many batches it
+    needs, instead of "MISSED".
+    """
     if workload.name != "latency":
         return []
     lines = []
     threaded = [r for r in rows if r["threads"] != "serial"]
+
+    def too_short_for_efficiency(n: int, row: dict[str, Any]) -> bool:
+        return _best_efficiency(workload, int(row["threads"]), n) < 0.95
+
+    def too_short_for_wait(n: int, row: dict[str, Any]) -> bool:
+        # The consumer waits at least T_load for the first batch, whatever the loader does.
+        return workload.t_load * _ideal(workload, int(row["threads"])) / n >= 0.05
+
     for key, label in (("efficiency", "fill included"), ("steady_efficiency", "steady state")):
-        worst = min(threaded, key=lambda r: r[key])
-        verdict = "met" if worst[key] >= 0.95 else "MISSED"
-        lines.append(f"target efficiency >= 0.95 ({label}): {verdict}; lowest {worst[key]:.3f} at N={worst['threads']}")
+        short = too_short_for_efficiency if key == "efficiency" else None
+        judged, unjudged = _split(threaded, short, batches)
+        line = f"target efficiency >= 0.95 ({label}): "
+        if judged:
+            worst = min(judged, key=lambda r: r[key])
+            verdict = "met" if worst[key] >= 0.95 else "MISSED"
+            line += f"{verdict}; lowest {worst[key]:.3f} at N={worst['threads']}"
+        lines.append(line + _not_judged(workload, unjudged, short, batches, bool(judged)))
     fed = [r for r in threaded if int(r["threads"]) / workload.t_load >= 1 / workload.t_step - 1e-9]
     if fed:
         for key, label in (("wait_fraction", "fill included"), ("steady_wait_fraction", "steady state")):
-            worst = max(fed, key=lambda r: r[key])
-            verdict = "met" if worst[key] < 0.05 else "MISSED"
-            lines.append(
-                f"target wait < 5% where N/T_load >= 1/T_step ({label}): {verdict}; "
-                f"highest {100 * worst[key]:.1f}% at N={worst['threads']}"
-            )
+            short = too_short_for_wait if key == "wait_fraction" else None
+            judged, unjudged = _split(fed, short, batches)
+            line = f"target wait < 5% where N/T_load >= 1/T_step ({label}): "
+            if judged:
+                worst = max(judged, key=lambda r: r[key])
+                verdict = "met" if worst[key] < 0.05 else "MISSED"
+                line += f"{verdict}; highest {100 * worst[key]:.1f}% at N={worst['threads']}"
+            lines.append(line + _not_judged(workload, unjudged, short, batches, bool(judged)))
     return lines
+
+
+def _best_efficiency(workload: Workload, threads: int, batches: int) -> float:
+    """The fill-included efficiency of a run with no overhead at all: the most a run of ``batches`` can reach."""
+    ideal = _ideal(workload, threads)
+    fastest = max(
+        batches / ideal,  # never faster than the ideal rate
+        workload.t_load + batches * workload.t_step,  # every step comes after the first batch
+        math.ceil(batches / threads) * workload.t_load + workload.t_step,  # waves of N loads
+    )
+    return batches / ideal / fastest
+
+
+def _split(
+    rows: list[dict[str, Any]], too_short: Callable[[int, dict[str, Any]], bool] | None, batches: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rows a target can be judged on in a run of ``batches``, and those it cannot."""
+    if too_short is None:
+        return rows, []
+    return [r for r in rows if not too_short(batches, r)], [r for r in rows if too_short(batches, r)]
+
+
+def _not_judged(
+    workload: Workload,
+    rows: list[dict[str, Any]],
+    too_short: Callable[[int, dict[str, Any]], bool] | None,
+    batches: int,
+    after: bool,
+) -> str:
+    if not rows:
+        return ""
+    needed = batches
+    while needed < 10**6 and any(too_short(needed, r) for r in rows):
+        needed *= 2
+    where = ",".join(r["threads"] for r in rows)
+    return (
+        f"{'; ' if after else ''}not judged at N={where}: with a fill of T_load = {workload.t_load * 1e3:g} ms, "
+        f"a run of {batches} batches is too short to reach the target even without overhead "
+        f"(use --batches {needed} or more)"
+    )
 
 
 def plot(workload: Workload, rows: list[dict[str, Any]], path: Path) -> Path | None:
@@ -345,6 +424,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT), help="folder for the CSV, JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
     add_noise_arguments(parser)
+    add_output_arguments(parser)
     add_video_arguments(parser)
     return parser.parse_args(argv)
 
@@ -357,15 +437,21 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.serial or args.workload == "train":
         counts = [SERIAL, *counts]
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
+    progress = progress_mode(args.progress)
     for r in range(args.rounds):
         for threads in counts if r % 2 == 0 else counts[::-1]:
             others_before = wait_for_quiet(args.quiet)
+            who = "serial" if threads == SERIAL else f"{threads} thread{'s' if threads != 1 else ''}"
+            label = f"{who}, round {r + 1}/{args.rounds}"
             runs[threads].append(
-                {**measure(workload, threads, args.max_len), "others_cpu_percent_before": others_before}
+                {
+                    **measure(workload, threads, args.max_len, progress, label),
+                    "others_cpu_percent_before": others_before,
+                }
             )
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
-    targets = check_targets(workload, rows)
+    targets = check_targets(workload, rows, args.batches)
     for line in targets:
         print(line)
     out = Path(args.out)

@@ -7,21 +7,22 @@ With N loader threads, an epoch takes about max(T_load / N, T_step) per batch
 instead of T_load + T_step.
 
     python examples/train_simulated.py --threads 4 --epochs 3
+
+TensorFlow's start-up lines are hidden unless ``--verbose``.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
 import time
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from typing import Any
 
 import numpy as np
-import tensorflow as tf
+from example_options import add_output_arguments
 
 from parallel_loader import Train, YieldFunction
+from parallel_loader.tf_startup import device_line, import_tensorflow
 
 FEATURES = 256
 
@@ -46,7 +47,9 @@ class SlowBatches(YieldFunction):
         return x, y
 
 
-def make_steps(model: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer):
+def make_steps(model: Any, optimizer: Any):
+    import tensorflow as tf
+
     loss_fn = tf.keras.losses.BinaryCrossentropy(from_logits=True)
 
     @tf.function
@@ -74,11 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=60, help="training batches per epoch")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--load-ms", type=float, default=40.0, help="simulated load time per batch")
+    add_output_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
 
-    gpus = tf.config.list_physical_devices("GPU")
-    print(f"TensorFlow {tf.__version__} on {'GPU: ' + gpus[0].name if gpus else 'CPU (no GPU visible)'}")
+    tf = import_tensorflow(args.verbose)
+    print(device_line())
     model = tf.keras.Sequential(
         [tf.keras.Input((FEATURES,)), tf.keras.layers.Dense(256, activation="relu"), tf.keras.layers.Dense(1)]
     )
@@ -87,20 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     train_data = SlowBatches(args.batches, args.batch_size, load, seed=0)
     val_data = SlowBatches(max(1, args.batches // 4), args.batch_size, load, seed=1)
 
-    losses: list[float] = []
-    accuracies: list[float] = []
-
     def step(batch):
-        losses.append(float(train_step(*batch)))
-
-    def report(stats):
-        val_acc = float(np.mean(accuracies))
-        print(
-            f"epoch {stats.epoch}: loss {np.mean(losses):.3f}  val accuracy {val_acc:.3f}  "
-            f"{stats.train.batches_per_second:.1f} batches/s  waited for data {100 * stats.wait_fraction:.0f}%"
-        )
-        losses.clear()
-        accuracies.clear()
+        # Numbers in a dict are averaged over the epoch and shown by Train, as Keras shows its metrics.
+        return {"loss": float(train_step(*batch))}
 
     step(train_data(0))  # trace the tf.function once, outside the timings
     # Serial baseline, the loop the loader replaces: load, then step.
@@ -108,20 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.batches):
         step(train_data(i))
     serial = args.batches / (time.perf_counter() - start)
-    losses.clear()
     print(f"serial (load, then step): {serial:.1f} batches/s")
 
     trainer = Train(
         step,
         train_data,
         val_yield=val_data,
-        val_task=lambda batch: accuracies.append(float(eval_step(*batch))),
-        max_nthread=args.threads,
+        val_task=lambda batch: {"accuracy": float(eval_step(*batch))},
+        num_threads=args.threads,
         max_len=args.max_len,
         seed=0,
-        on_epoch_end=report,
     )
-    history = trainer.run(args.epochs)
+    history = trainer.run(args.epochs, progress=args.progress)
     threaded = history[-1].train.batches_per_second
     print(f"{args.threads} loader threads: {threaded:.1f} batches/s, {threaded / serial:.1f}x the serial loop")
     return 0

@@ -11,7 +11,7 @@ With no data at ``--data``, the synthetic sample set is made there first
     python examples/train_video.py --data data/sample --threads 2 --epochs 30
 
 Exits with status 1 when something fails, including a final validation accuracy
-below ``--min-val-accuracy``.
+below ``--min-val-accuracy``. TensorFlow's start-up lines are hidden unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import logging
 import sys
 import time
 from pathlib import Path
+
+from example_options import add_output_arguments
 
 log = logging.getLogger("train_video")
 
@@ -43,17 +45,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-val-accuracy", type=float, default=0.0, help="fail below this final accuracy")
+    add_output_arguments(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("parallel_loader.train").setLevel(logging.WARNING)  # this script prints more per epoch
     # Imported here, after the argument check, because TensorFlow takes seconds to load.
+    from parallel_loader.tf_startup import device_line, import_tensorflow
+
+    import_tensorflow(args.verbose)
     import keras
     import numpy as np
-    import tensorflow as tf
     from video_model import build_model, make_eval_step, make_multiview_eval_step, make_train_step
 
     from parallel_loader import DataLoader, EpochStats, Train
@@ -63,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.exists():
         log.info("no data at %s: making the sample data set there", args.data)
         make_sample_data(args.data)  # logs what it wrote
-    gpus = tf.config.list_physical_devices("GPU")
-    log.info("TensorFlow %s runs the model on %s", tf.__version__, f"GPU {gpus[0].name}" if gpus else "the CPU")
+    log.info("%s", device_line())
 
     common = dict(
         batch_size=args.batch_size, clip_len=args.clip_len, stride=args.stride, size=tuple(args.size), seek=args.seek
@@ -106,11 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         val_loss = sum(float(loss) for loss, _ in stats.val.outputs) / len(val_data.samples)
         val_accuracy.append(sum(int(c) for _, c in stats.val.outputs) / len(val_data.samples))
         clips = stats.train.batches * args.batch_size  # training batches are always full
+        # Train has shown the epoch's speed and input-bound share (stderr); the model's figures follow.
         print(
-            f"epoch {stats.epoch + 1:2d}/{args.epochs}: loss {loss:.3f} acc {correct / clips:.3f} | "
-            f"val loss {val_loss:.3f} val acc {val_accuracy[-1]:.3f} | "
-            f"{clips / stats.train.seconds:.1f} clips/s, waited for data {100 * stats.wait_fraction:.0f}% | "
-            f"{stats.train.seconds + stats.val.seconds:.1f} s",
+            f"  loss {loss:.3f} acc {correct / clips:.3f} | "
+            f"val loss {val_loss:.3f} val acc {val_accuracy[-1]:.3f} | {clips / stats.train.seconds:.1f} clips/s",
             flush=True,
         )
         stats.train.outputs.clear()  # kept only for these figures
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda batch: train_step(*batch),
         train_data,
         val_data,
-        max_nthread=args.threads,
+        num_threads=args.threads,
         max_len=args.max_len,
         val_task=lambda batch: eval_step(*batch),
         seed=args.seed,
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         on_epoch_end=on_epoch_end,
     )
     start = time.perf_counter()
-    trainer.run(args.epochs)
+    trainer.run(args.epochs, progress=args.progress)
     elapsed = time.perf_counter() - start
     print(f"final validation accuracy {val_accuracy[-1]:.3f} after {args.epochs} epochs in {elapsed:.0f} s")
 

@@ -1,13 +1,16 @@
 """parallel_loader: threads that prepare batches while the main thread trains.
 
-N loader threads call a yield function and put its batches in a bounded queue;
-the training loop takes them out, so a step costs max(T_load / N, T_train)
-instead of T_load + T_train.
+N loader threads call a yield function (or batch a sample dataset) and put the
+batches in a bounded queue; the training loop takes them out, so a step costs
+max(T_load / N, T_train) instead of T_load + T_train.
 
 Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
 ``parallel_loader.sample_data``; ``as_tf_dataset`` imports TensorFlow only when called.
+``parallel_loader.tf_startup`` imports TensorFlow without its start-up log lines, and
+``parallel_loader.progress`` draws the progress of ``Train`` (with tqdm).
 """
 
+from .batching import SampleBatches, default_collate
 from .data_loader import DataLoader, LoaderClosed
 from .fifo_queue import FIFOQueue, QueueClosed
 from .tf_data import as_tf_dataset
@@ -21,9 +24,11 @@ __all__ = [
     "LoaderClosed",
     "PassStats",
     "QueueClosed",
+    "SampleBatches",
     "Train",
     "YieldFunction",
     "as_tf_dataset",
+    "default_collate",
 ]
 
 __version__ = "0.1.0"

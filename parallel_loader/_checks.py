@@ -6,6 +6,8 @@ import math
 import operator
 from typing import Any
 
+import numpy as np
+
 __all__ = ["check_bool", "check_callable", "check_int", "check_timeout"]
 
 
@@ -33,7 +35,7 @@ def check_bool(name: str, value: object) -> bool:
     Raises:
         TypeError: ``value`` is not a bool.
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":  # numpy.bool_ without importing numpy
+    if isinstance(value, bool | np.bool_):
         return bool(value)
     raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 

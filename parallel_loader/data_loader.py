@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_bool, check_callable, check_int, check_timeout
+from .batching import SampleBatches
 from .epoch_plan import EpochPlan, shuffled_order
 from .error_budget import ErrorBudget, ErrorRecord, error_context
 from .errors import LoaderClosed, LoaderTimeout
@@ -70,7 +71,10 @@ class DataLoader:
     """Calls a yield function in ``num_threads`` threads and yields its batches.
 
     Iterating the loader gives one epoch: every index in ``range(len(yield_fn))``
-    exactly once, whatever the number of threads. A yield function without
+    exactly once, whatever the number of threads. With ``batch_size``, ``yield_fn``
+    is a sample dataset instead, and the loader makes the batches (see
+    ``SampleBatches``): each thread makes a whole batch, and every sample is in
+    exactly one batch per epoch. A yield function without
     ``__len__`` is a stream: each iteration calls it until it raises
     ``StopIteration``, ``batches_per_epoch`` times if that is given, or for ever,
     until the consumer stops. Loader threads call a stream concurrently, in no
@@ -81,11 +85,16 @@ class DataLoader:
 
     Args:
         yield_fn: a ``YieldFunction`` (or any callable with ``__len__`` taking an
-            index), or a zero-argument callable for a stream.
+            index), or a zero-argument callable for a stream. With ``batch_size``:
+            a sample dataset (``len()`` samples, ``[index]`` or ``(index)`` one
+            sample), which the loader wraps in a ``SampleBatches`` (``.yield_fn``).
         num_threads: how many loader threads call ``yield_fn`` at once.
         max_len: capacity of the batch queue. At most about ``max_len + num_threads``
             batches exist at once, in ordered mode too.
-        shuffle: visit the indices of each epoch in a new random order.
+        shuffle: visit the indices of each epoch in a new random order. For a
+            batch-level yield function this reorders whole batches, not what is
+            in them; with ``batch_size`` the samples are shuffled (batches then
+            differ each epoch, and come in the order made).
         seed: makes the shuffled orders reproducible; each epoch still differs.
         ordered: deliver batches in index order (as ``tf.data``'s
             ``deterministic=True``); otherwise each batch comes as soon as it is ready.
@@ -94,6 +103,10 @@ class DataLoader:
         first_epoch: the number of the first epoch, to continue a run's sequence of
             shuffled orders (and the epochs passed to ``on_epoch_begin``/``on_epoch_end``) in a new loader.
         batches_per_epoch: for a stream only: the most calls that make one epoch.
+        batch_size: batch the samples of a sample dataset, this many per batch.
+        drop_last: with ``batch_size``: leave out each epoch's last, short batch.
+        collate: with ``batch_size``: makes a batch from a list of samples
+            (default ``default_collate``: stack arrays, recurse into tuples and dicts).
         on_error: ``"raise"`` (default): a call that raises stops the loader, and the
             exception is raised in the consumer. ``"skip"``: a call that raises an
             ``Exception`` (``MemoryError`` aside) is left out of its epoch and recorded
@@ -128,17 +141,30 @@ class DataLoader:
         first_epoch: int = 0,
         batches_per_epoch: int | None = None,
         *,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        collate: Callable[[list[Any]], Any] | None = None,
         on_error: str = "raise",
         max_errors: int | float | None = None,
         error_log: str | os.PathLike[str] | None = None,
         call_timeout: float | None = None,
         thread_init: Callable[[int], Any] | None = None,
     ) -> None:
+        shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
+        self._seed_given = seed is not None
+        self._samples: SampleBatches | None = None
+        if batch_size is not None:
+            # The adapter shuffles the samples, so the batches need no other order than the one they are made in.
+            yield_fn = SampleBatches(
+                yield_fn, batch_size, drop_last=drop_last, collate=collate, shuffle=shuffle, seed=seed
+            )
+            self._samples = yield_fn
+            shuffle, seed = False, yield_fn.seed
+        elif check_bool("drop_last", drop_last) or collate is not None:
+            raise ValueError("drop_last and collate batch samples: pass batch_size too")
         num_threads = check_int("num_threads", num_threads, minimum=1)
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
-        shuffle = check_bool("shuffle", shuffle)
-        ordered = check_bool("ordered", ordered)
         if seed is not None:
             seed = check_int("seed", seed, minimum=0)
         if on_error not in ("raise", "skip"):
@@ -168,7 +194,6 @@ class DataLoader:
         self.num_threads = num_threads
         self.max_len = max_len
         self.shuffle = shuffle
-        self._seed_given = seed is not None
         # With no seed, draw one now, so that each epoch's order still differs from the last.
         self.seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
         self.ordered = ordered
@@ -297,7 +322,7 @@ class DataLoader:
             "done": done,
             "length": None if self._stream else len(self),
             "seed": self.seed,
-            "shuffle": self.shuffle,
+            "shuffle": self._shuffled,
             "errors": self._errors_before + len(self._budget.records),
             "calls": self._calls,
         }
@@ -328,9 +353,11 @@ class DataLoader:
             done = state["done"]
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed DataLoader state ({exc}): {state!r:.200}") from None
-        if state.get("shuffle", False) != self.shuffle:
-            raise ValueError(f"the state was saved with shuffle={state.get('shuffle')}, this loader has {self.shuffle}")
-        if self.shuffle and self._seed_given and saved_seed != self.seed:
+        if state.get("shuffle", False) != self._shuffled:
+            raise ValueError(
+                f"the state was saved with shuffle={state.get('shuffle')}, this loader has {self._shuffled}"
+            )
+        if self._shuffled and self._seed_given and saved_seed != self.seed:
             raise ValueError(
                 f"the state was saved with seed={saved_seed}, this loader has seed={self.seed}: "
                 "the shuffled orders would differ; pass the same seed, or none"
@@ -346,11 +373,19 @@ class DataLoader:
                 )
             self._resume = EpochPlan.positions(done, length)
         self._loaded_done = done
-        self.seed = saved_seed if not self._seed_given else self.seed
+        if not self._seed_given:
+            self.seed = saved_seed
+            if self._samples is not None:
+                self._samples.seed = saved_seed
         self._epoch = epoch - 1
         self._completed = epoch - 1
         self._errors_before = errors
         self._calls = calls
+
+    @property
+    def _shuffled(self) -> bool:
+        """Whether epochs are shuffled: the batches, or with ``batch_size`` the samples."""
+        return self.shuffle or (self._samples is not None and self._samples.shuffle)
 
     def stop(self) -> None:
         """Tell every loader thread to stop, without waiting: the first half of ``close()``.

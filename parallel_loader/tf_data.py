@@ -31,6 +31,9 @@ def as_tf_dataset(
     seed: int | None = None,
     ordered: bool = False,
     name: str = "tf-loader",
+    batch_size: int | None = None,
+    drop_last: bool = False,
+    collate: Callable[[list[Any]], Any] | None = None,
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
@@ -71,38 +74,44 @@ def as_tf_dataset(
 
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
-            ``__len__`` taking an index), or a zero-argument callable (a stream).
+            ``__len__`` taking an index), a zero-argument callable (a stream), or
+            with ``batch_size`` a sample dataset.
         output_signature: the ``tf.TypeSpec`` structure of one batch, as
             ``tf.data.Dataset.from_generator`` takes it. By default it is inferred
             from batch 0, made once here in the calling thread (see
             ``infer_signature``); a stream needs it given, since a call would
             consume a batch.
-        num_threads, max_len, shuffle, seed, ordered, name: the ``DataLoader``
-            arguments, used when ``source`` is not a ``DataLoader`` already.
+        num_threads, max_len, shuffle, seed, ordered, name, batch_size, drop_last, collate:
+            the ``DataLoader`` arguments, used when ``source`` is not a ``DataLoader`` already.
 
     Returns:
         A dataset whose elements are the batches; its cardinality is the number of
         batches per epoch when the source has a length.
 
     Raises:
-        TypeError: a stream without ``output_signature``, or a batch whose
-            structure cannot be turned into tensors.
+        TypeError: a stream without ``output_signature``, a class where an
+            instance is expected, or a batch whose structure cannot be turned into tensors.
         ValueError: a loader argument is out of range, or there is no batch to
             infer the signature from.
     """
     import tensorflow as tf
 
     if isinstance(source, DataLoader):
+        if batch_size is not None:
+            raise ValueError("batch_size is for a sample dataset; give it to the DataLoader instead")
         # The yield function is read for inference only; the loader keeps calling it.
         yield_fn = source.yield_fn
-        length = epoch_length(yield_fn)
-        if length is None:
-            length = source.batches_per_epoch
     else:
-        yield_fn = source
-        length = epoch_length(source)
-        # Check the loader's arguments now rather than in TensorFlow's generator thread.
-        DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name).close()
+        # Check the loader's arguments now rather than in TensorFlow's generator thread. The
+        # loaders made below take its yield function (the batching adapter with batch_size),
+        # and its seed, so every iteration follows one sequence of shuffled orders.
+        checked = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
+                             drop_last=drop_last, collate=collate)  # fmt: skip
+        checked.close()
+        yield_fn, shuffle, seed = checked.yield_fn, checked.shuffle, checked.seed
+    length = epoch_length(yield_fn)
+    if length is None and isinstance(source, DataLoader):
+        length = source.batches_per_epoch
     if output_signature is None:
         if length is None:
             raise TypeError(

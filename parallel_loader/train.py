@@ -10,15 +10,20 @@ knows nothing of TensorFlow either: a task is any callable taking a batch.
 from __future__ import annotations
 
 import logging
+import numbers
 import os
+import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ._checks import check_bool, check_callable, check_int
+import numpy as np
+
+from ._checks import check_bool, check_int
 from .data_loader import STOP_TIMEOUT, DataLoader
+from .progress import PassProgress, progress_mode
 from .yield_function import epoch_length
 
 __all__ = ["EpochStats", "PassStats", "Train"]
@@ -35,12 +40,17 @@ class PassStats:
         seconds: wall time of the pass.
         wait_seconds: time the calling thread spent waiting for the next batch.
         outputs: what the task returned for each batch, when ``keep_outputs`` is set.
+        metrics: the mean over the pass of each number the task returned in a
+            dict, as ``model.train_on_batch(x, y, return_dict=True)`` returns
+            ``{"loss": ..., "accuracy": ...}``; values that are not plain numbers
+            (tensors) are left out, since reading them would wait for the device.
     """
 
     batches: int = 0
     seconds: float = 0.0
     wait_seconds: float = 0.0
     outputs: list[Any] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
 
     @property
     def wait_fraction(self) -> float:
@@ -77,25 +87,44 @@ class EpochStats:
 class Train:
     """Train on batches made by loader threads, in the calling thread.
 
+    Each epoch shows its progress on stderr (see ``run``) and ends with a record in
+    ``history``. Stop early, as Keras's ``EarlyStopping`` does, by returning True
+    from ``on_epoch_end`` or by calling ``stop()``.
+
     Args:
         main_task: called with each training batch, in the thread that calls ``run``.
-        train_yield: the training data: a ``YieldFunction`` or a zero-argument callable.
+            ``lambda batch: model.train_on_batch(*batch, return_dict=True)`` trains a
+            compiled Keras model; the means of the numbers it returns are shown and
+            kept in ``PassStats.metrics``.
+        train_yield: the training data: a ``YieldFunction``, a zero-argument callable,
+            or with ``batch_size`` a sample dataset.
         val_yield: validation data, run through ``val_task`` after every epoch.
         test_yield: test data, run through ``test_task`` by ``test()``.
-        max_nthread: loader threads for the training data.
+        num_threads: loader threads for the training data (default 4).
         max_len: capacity of each batch queue.
         val_task: called with each validation batch; required with ``val_yield``.
         test_task: called with each test batch; required with ``test_yield``.
-        eval_nthread: loader threads for validation and test data (default ``max_nthread``).
-        shuffle: shuffle the training indices every epoch.
+        eval_num_threads: loader threads for validation and test data (default ``num_threads``).
+        shuffle: shuffle the training data every epoch (the samples with
+            ``batch_size``, else the order of the batches). On by default, as in
+            Keras's ``fit``: ``Train`` is a training loop, while a ``DataLoader``
+            also serves evaluation data, which need not be shuffled.
         seed: makes the shuffling reproducible.
         ordered: deliver training batches in index order (see ``DataLoader``).
         keep_outputs: keep what the tasks return in ``PassStats.outputs``.
-        on_epoch_end: called with each ``EpochStats`` once its epoch is done.
+        on_epoch_end: called with each ``EpochStats`` once its epoch is done;
+            returning True stops the run after that epoch.
         batches_per_epoch: the number of batches that make an epoch of a stream
             (a ``train_yield`` without ``__len__``); a ``train_yield`` with
             ``__len__`` gives its own. ``shuffle`` and ``ordered`` apply only to the latter.
             Without it, a stream's epoch lasts until it raises ``StopIteration``.
+        batch_size: the data sets are sample datasets, batched by the loaders with
+            this many samples per batch (see ``DataLoader``).
+        drop_last: with ``batch_size``, leave out each training epoch's last, short
+            batch; validation and test data keep every sample.
+        collate: with ``batch_size``, makes a batch from a list of samples.
+        max_nthread: the original name of ``num_threads``, kept as an alias.
+        eval_nthread: the original name of ``eval_num_threads``, kept as an alias.
         on_error, max_errors, error_log, call_timeout, thread_init: passed to every
             loader (see ``DataLoader``); the loaders share one error budget count
             each, and append to the same ``error_log``.
@@ -107,60 +136,69 @@ class Train:
     def __init__(
         self,
         main_task: Callable[[Any], Any],
-        train_yield: Callable[..., Any],
-        val_yield: Callable[..., Any] | None = None,
-        test_yield: Callable[..., Any] | None = None,
-        max_nthread: int = 4,
+        train_yield: Any,
+        val_yield: Any = None,
+        test_yield: Any = None,
+        num_threads: int | None = None,
         max_len: int = 8,
         *,
         val_task: Callable[[Any], Any] | None = None,
         test_task: Callable[[Any], Any] | None = None,
-        eval_nthread: int | None = None,
+        eval_num_threads: int | None = None,
         shuffle: bool = True,
         seed: int | None = None,
         ordered: bool = False,
         keep_outputs: bool = False,
         on_epoch_end: Callable[[EpochStats], Any] | None = None,
         batches_per_epoch: int | None = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        collate: Callable[[list[Any]], Any] | None = None,
+        max_nthread: int | None = None,
+        eval_nthread: int | None = None,
         on_error: str = "raise",
         max_errors: int | float | None = None,
         error_log: str | os.PathLike[str] | None = None,
         call_timeout: float | None = None,
         thread_init: Callable[[int], Any] | None = None,
     ) -> None:
-        check_callable("main_task", main_task, optional=False)
-        for name, task in (("val_task", val_task), ("test_task", test_task), ("on_epoch_end", on_epoch_end)):
-            check_callable(name, task)
-        keep_outputs = check_bool("keep_outputs", keep_outputs)
-        for name, count in (("max_nthread", max_nthread), ("max_len", max_len), ("eval_nthread", eval_nthread)):
-            if count is not None:
-                check_int(name, count, minimum=1)
-        if val_yield is not None and val_task is None:
-            raise TypeError("val_yield was given without val_task: pass the callable to run on validation batches")
-        if test_yield is not None and test_task is None:
-            raise TypeError("test_yield was given without test_task: pass the callable to run on test batches")
+        if main_task is None:
+            raise TypeError("main_task must be callable, got None")
+        tasks = (("main_task", main_task), ("val_task", val_task), ("test_task", test_task))
+        for name, task in (*tasks, ("on_epoch_end", on_epoch_end)):
+            if task is not None and not callable(task):
+                raise TypeError(f"{name} must be callable, got {type(task).__name__}")
+        for data, task, data_set in (("val", val_task, val_yield), ("test", test_task, test_yield)):
+            if data_set is not None and task is None:
+                raise TypeError(f"{data}_yield was given without {data}_task: pass the callable to run on its batches")
+            if task is not None and data_set is None:
+                raise TypeError(f"{data}_task was given without {data}_yield: pass the data to run it on")
+        self.num_threads = check_int(*_alias("num_threads", num_threads, "max_nthread", max_nthread, 4), minimum=1)
+        self.eval_num_threads = check_int(
+            *_alias("eval_num_threads", eval_num_threads, "eval_nthread", eval_nthread, self.num_threads), minimum=1
+        )
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.keep_outputs = check_bool("keep_outputs", keep_outputs)
         self.main_task = main_task
         self.val_task = val_task
         self.test_task = test_task
-        self.keep_outputs = keep_outputs
         self.on_epoch_end = on_epoch_end
-        eval_nthread = max_nthread if eval_nthread is None else eval_nthread
-        indexed = epoch_length(train_yield) is not None
-        train_kwargs = dict(
-            shuffle=check_bool("shuffle", shuffle) and indexed,
-            seed=seed,
-            ordered=check_bool("ordered", ordered) and indexed,
-        )
+        shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
+        # A sample dataset (batch_size) is indexed; the loader checks it.
+        indexed = batch_size is not None or epoch_length(train_yield) is not None
+        batching = dict(batch_size=batch_size, collate=collate)
+        train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed, drop_last=drop_last)
         if indexed and batches_per_epoch is not None:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
         if not indexed:
             train_kwargs["batches_per_epoch"] = batches_per_epoch
-        self._specs: dict[str, tuple[Any, int, dict[str, Any]]] = {"train": (train_yield, max_nthread, train_kwargs)}
+        self._specs: dict[str, tuple[Any, int, dict[str, Any]]] = {
+            "train": (train_yield, self.num_threads, {**train_kwargs, **batching})
+        }
         if val_yield is not None:
-            self._specs["val"] = (val_yield, eval_nthread, {})
+            self._specs["val"] = (val_yield, self.eval_num_threads, batching)
         if test_yield is not None:
-            self._specs["test"] = (test_yield, eval_nthread, {})
-        self.max_len = max_len
+            self._specs["test"] = (test_yield, self.eval_num_threads, batching)
         self._loader_options = dict(
             on_error=on_error,
             max_errors=max_errors,
@@ -169,6 +207,7 @@ class Train:
             thread_init=thread_init,
         )
         self.history: list[EpochStats] = []
+        self._stop = threading.Event()
         self._states: dict[str, dict[str, Any]] = {}  # from load_state_dict, for the next loaders made
         self._last: dict[str, DataLoader] = {}  # the loaders of the current or last run, for state_dict
         # Built now so that bad arguments fail here, before any thread starts;
@@ -176,24 +215,42 @@ class Train:
         # used, and the next one builds new ones.
         self._loaders: dict[str, DataLoader] | None = self._make_loaders()
 
-    def run(self, epochs: int = 1) -> list[EpochStats]:
+    def run(self, epochs: int = 1, progress: bool | None = None) -> list[EpochStats]:
         """Train for ``epochs`` epochs, validating after each one when there is validation data.
 
         Loader threads run only during the call: they stop when it returns, raises,
         or is interrupted with Ctrl-C. A later call goes on from the next epoch.
 
+        Args:
+            epochs: the most epochs to run; fewer if stopped early.
+            progress: ``None`` (the default) shows a progress bar per epoch on stderr
+                when it is a terminal, and one line per epoch otherwise (a log
+                file, CI); ``True`` always a bar; ``False`` nothing. The bar shows
+                batches done / total, time left, batches/s, the share of time this
+                thread waited for data (input-bound), the loader threads and the
+                means of the task's metrics; the validation figures follow at the
+                end of the epoch.
+
         Returns:
             ``self.history``: one ``EpochStats`` per epoch, of this call and earlier ones.
         """
         epochs = check_int("epochs", epochs, minimum=1)
+        mode = progress_mode(progress)
+        self._stop.clear()
+        last = len(self.history) + epochs
         with self._open_loaders() as loaders:
             for _ in range(epochs):
                 epoch = loaders["train"].epoch + 1
-                stats = EpochStats(epoch, self._pass(loaders["train"], self.main_task))
-                if "val" in loaders:
-                    stats.val = self._pass(loaders["val"], self.val_task)
+                display = PassProgress(f"epoch {epoch + 1}/{last}", mode, loaders["train"])
+                with closing(display):
+                    stats = EpochStats(epoch, self._pass(loaders["train"], self.main_task, display, stoppable=True))
+                    if "val" in loaders:
+                        display.pause("validating")
+                        stats.val = self._pass(loaders["val"], self.val_task)
+                    display.finish(stats.train, stats.val)
                 self.history.append(stats)
-                log.info(
+                log.log(
+                    logging.INFO if mode is None else logging.DEBUG,  # shown already when progress is on
                     "epoch %d: %d batches in %.2f s (%.1f batches/s), waited for data %.0f%% of the time",
                     stats.epoch,
                     stats.batches,
@@ -201,16 +258,36 @@ class Train:
                     stats.train.batches_per_second,
                     100 * stats.wait_fraction,
                 )
-                if self.on_epoch_end is not None:
-                    self.on_epoch_end(stats)
+                if self.on_epoch_end is not None and _is_true(self.on_epoch_end(stats)):
+                    self._stop.set()
+                if self._stop.is_set():
+                    log.info("training stopped after epoch %d", stats.epoch)
+                    break
         return self.history
 
-    def test(self) -> PassStats:
-        """Run ``test_task`` over the test data once, in the calling thread."""
+    def stop(self) -> None:
+        """Ask the ``run`` in progress to stop, as Keras's ``model.stop_training = True`` does.
+
+        Call it from ``main_task``, ``on_epoch_end``, or any other thread. The
+        training pass ends after the batch in progress; the epoch then ends as
+        usual (validation, its record in ``history``, ``on_epoch_end``) and ``run``
+        returns with the loader threads closed. The next ``run`` starts afresh.
+        """
+        self._stop.set()
+
+    def test(self, progress: bool | None = None) -> PassStats:
+        """Run ``test_task`` over the test data once, in the calling thread.
+
+        Args:
+            progress: as for ``run``: a bar, a line at the end, or nothing.
+        """
+        mode = progress_mode(progress)
         if "test" not in self._specs:
             raise ValueError("Train was built without test_yield; nothing to test on")
-        with self._open_loaders() as loaders:
-            return self._pass(loaders["test"], self.test_task)
+        with self._open_loaders() as loaders, closing(PassProgress("test", mode, loaders["test"])) as display:
+            stats = self._pass(loaders["test"], self.test_task, display)
+            display.finish(stats)
+            return stats
 
     @contextmanager
     def _open_loaders(self) -> Iterator[dict[str, DataLoader]]:
@@ -277,19 +354,77 @@ class Train:
         self._states = {"train": state["train"]} if state["train"] is not None else {}
         self._loaders = self._make_loaders()  # checks the state against the data now
 
-    def _pass(self, loader: DataLoader, task: Callable[[Any], Any]) -> PassStats:
+    def _pass(
+        self,
+        loader: DataLoader,
+        task: Callable[[Any], Any],
+        display: PassProgress | None = None,
+        stoppable: bool = False,
+    ) -> PassStats:
         stats = PassStats()
+        means = _Means()
         start = ready = time.perf_counter()
-        for batch in loader:
-            stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
-            output = task(batch)
-            stats.batches += 1
-            if self.keep_outputs:
-                stats.outputs.append(output)
-            ready = time.perf_counter()
-        stats.wait_seconds += time.perf_counter() - ready  # waiting for the end of the epoch
+        with closing(iter(loader)) as batches:  # closed at once on a stop, an error, or Ctrl-C
+            for batch in batches:
+                stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
+                output = task(batch)
+                stats.batches += 1
+                if self.keep_outputs:
+                    stats.outputs.append(output)
+                means.add(output)
+                if display is not None:
+                    display.update(stats.wait_seconds, means.values)
+                if stoppable and self._stop.is_set():
+                    break
+                ready = time.perf_counter()
+            else:
+                stats.wait_seconds += time.perf_counter() - ready  # waiting for the end of the epoch
         stats.seconds = time.perf_counter() - start
+        stats.metrics = means.values
         return stats
+
+
+class _Means:
+    """Running means of the numbers in the dicts a task returns; anything else is ignored."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+        self.values: dict[str, float] = {}
+
+    def add(self, output: Any) -> None:
+        if not isinstance(output, Mapping):
+            return
+        for name, value in output.items():
+            number = _number(value)
+            if number is None:
+                continue
+            self._sums[name] = self._sums.get(name, 0.0) + number
+            self._counts[name] = self._counts.get(name, 0) + 1
+            self.values[name] = self._sums[name] / self._counts[name]
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a plain number, never reading a tensor (which would wait for the device)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
+        return float(value.reshape(()))
+    return None
+
+
+def _is_true(value: Any) -> bool:
+    """Whether a callback asked to stop: True (numpy's too), not merely something truthy it returned."""
+    return isinstance(value, bool | np.bool_) and bool(value)
+
+
+def _alias(name: str, value: Any, alias: str, alias_value: Any, default: Any) -> tuple[str, Any]:
+    """The argument given, by its name or its alias, as ``(name used, value)``; ``default`` if neither."""
+    if alias_value is None:
+        return name, default if value is None else value
+    if value is not None:
+        raise TypeError(f"pass {name} or its alias {alias}, not both")
+    return alias, alias_value
 
 
 def _close_all(loaders: list[DataLoader], timeout: float | None) -> None:

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["YieldFunction", "epoch_length"]
+__all__ = ["YieldFunction", "check_instance", "checked_len", "epoch_length"]
 
 
 class YieldFunction:
@@ -55,14 +55,47 @@ class YieldFunction:
         """
 
 
+def check_instance(obj: Any, what: str = "the yield function") -> None:
+    """Refuse a class passed where an instance of it is expected (``DataLoader(MyData)``).
+
+    A class is callable, so without this check it would pass for a stream and fail
+    only at the first call, with a message about missing arguments.
+
+    Raises:
+        TypeError: ``obj`` is a class; the message shows how to make the instance.
+    """
+    if inspect.isclass(obj):
+        raise TypeError(
+            f"{what} must be an instance, got the class {obj.__name__} itself: pass an instance: {_call_hint(obj)}"
+        )
+
+
+def checked_len(obj: Any, what: str) -> int:
+    """Return ``len(obj)`` if it is an int >= 0; the messages name ``what`` was measured.
+
+    Raises:
+        TypeError: ``len()`` failed or did not return an int.
+        ValueError: it is negative.
+    """
+    try:
+        return len(obj)
+    except TypeError as exc:
+        raise TypeError(
+            f"len() of {type(obj).__name__} failed: {exc}; __len__ must return the number of {what} as an int"
+        ) from exc
+    except ValueError as exc:  # CPython's own message for a negative __len__
+        raise ValueError(f"len() of {type(obj).__name__} must be >= 0: {exc}") from exc
+
+
 def epoch_length(yield_fn: Any) -> int | None:
     """Return ``len(yield_fn)`` checked, or ``None`` for a stream (a callable without ``__len__``).
 
     Raises:
-        TypeError: ``yield_fn`` is not callable, is a generator function, or its
-            length is not an int.
+        TypeError: ``yield_fn`` is a class rather than an instance, is not
+            callable, is a generator function, or its length is not an int.
         ValueError: its length is negative.
     """
+    check_instance(yield_fn)
     if inspect.isgeneratorfunction(yield_fn) or inspect.isgenerator(yield_fn) or isinstance(yield_fn, Iterator):
         raise TypeError(
             "the yield function must return one batch per call, not be a generator or an iterator; "
@@ -75,13 +108,14 @@ def epoch_length(yield_fn: Any) -> int | None:
         )
     if not hasattr(type(yield_fn), "__len__"):
         return None
+    return checked_len(yield_fn, "batches per epoch")
+
+
+def _call_hint(cls: type) -> str:
+    """``Name()`` when the class can be made without arguments, else ``Name(...)``."""
     try:
-        n = len(yield_fn)
-    except TypeError as exc:
-        raise TypeError(
-            f"len() of the yield function {type(yield_fn).__name__} failed: {exc}; "
-            "__len__ must return the number of batches per epoch as an int"
-        ) from exc
-    except ValueError as exc:  # CPython's own message for a negative __len__
-        raise ValueError(f"len() of the yield function {type(yield_fn).__name__} must be >= 0: {exc}") from exc
-    return n
+        parameters = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # some built-in classes have no signature
+        return f"{cls.__name__}(...)"
+    required = any(p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters)
+    return f"{cls.__name__}({'...' if required else ''})"

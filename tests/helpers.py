@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # How long the trigger waits before releasing a call that should block. Long
 # enough for the call to reach its wait on a loaded machine; the test is still
@@ -60,3 +66,17 @@ def join_all(threads: list[threading.Thread], timeout: float = 5.0) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
     alive = [t.name for t in threads if t.is_alive()]
     assert not alive, f"threads did not end in {timeout} s: {alive}"
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` by its path (the examples are scripts, not a package).
+
+    The examples folder is put on ``sys.path`` first, as when a script there runs,
+    so that an example can import its neighbours.
+    """
+    if str(EXAMPLES) not in sys.path:
+        sys.path.append(str(EXAMPLES))
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

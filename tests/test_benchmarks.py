@@ -8,6 +8,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,10 +54,51 @@ def test_sweep_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         assert 0 <= row["wait_fraction"] <= 1
         assert _finite(row["batches_per_s"]) and _finite(row["efficiency"]) and row["peak_rss_mb"] > 0
     assert len(report["targets"]) >= 2
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "| threads |" in out and "eff steady" in out
+    # one progress line per run on stderr (not a terminal here)
+    assert [line.split(":")[0] for line in captured.err.splitlines()] == [
+        "serial, round 1/1", "1 thread, round 1/1", "2 threads, round 1/1",
+    ]  # fmt: skip
+    # 6 batches with a 4 ms fill: too short for the fill-included target at N=2, said so rather than MISSED
+    fill_target = report["targets"][0]
+    assert "not judged at N=2" in fill_target and "use --batches" in fill_target
     assert (tmp_path / "sweep_latency.csv").read_text().startswith("threads,")
     assert (tmp_path / "sweep_latency.png").exists() or "no plot" in out
+
+
+def _latency_row(threads: int, efficiency: float, seconds: float) -> dict:
+    return {"threads": str(threads), "efficiency": efficiency, "steady_efficiency": 0.99, "wait_fraction": 0.2,
+            "steady_wait_fraction": 0.01, "seconds": seconds}  # fmt: skip
+
+
+def test_sweep_targets_missed_or_not_judged():
+    workload = sweep.Workload("latency", sweep.Sleeper(1, 0.1), lambda b: None, t_load=0.1, t_step=0.02)
+    rows = [_latency_row(1, 0.90, 30.0), _latency_row(10, 0.90, 6.0)]
+    long_run = sweep.check_targets(workload, rows, batches=300)
+    assert long_run[0].startswith("target efficiency >= 0.95 (fill included): MISSED; lowest 0.900")
+    assert "not judged" not in " ".join(long_run)
+    short_run = sweep.check_targets(workload, rows, batches=10)
+    assert short_run[0] == (
+        "target efficiency >= 0.95 (fill included): MISSED; lowest 0.900 at N=1; not judged at N=10: with a fill "
+        "of T_load = 100 ms, a run of 10 batches is too short to reach the target even without overhead "
+        "(use --batches 160 or more)"
+    )
+    assert short_run[2].startswith("target wait < 5% where N/T_load >= 1/T_step (fill included): not judged at N=10")
+    assert short_run[3].startswith("target wait < 5% where N/T_load >= 1/T_step (steady state): met")
+
+
+def test_benchmarks_run_from_another_folder_with_pythonpath(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = ["--items", "200", "--rounds", "1", "--max-len", "2", "--out", str(tmp_path / "out")]
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.queue_overhead", *argv],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "run 1/1, max_len 2, round 1/1: FIFOQueue/queue.Queue" in result.stderr
+    assert (tmp_path / "out" / "queue_overhead.json").is_file()
 
 
 def test_sweep_decode(tmp_path: Path, videos: Path) -> None:

@@ -519,6 +519,9 @@ def test_len_is_batches_per_epoch():
         ({"first_epoch": -1}, ValueError, "first_epoch"),
         ({"seed": -1}, ValueError, "seed must be at least 0"),
         ({"batches_per_epoch": 5}, ValueError, "batches_per_epoch is for a stream"),
+        ({"shuffle": "no"}, TypeError, "shuffle must be True or False, got str 'no'"),
+        ({"ordered": "False"}, TypeError, "ordered must be True or False"),
+        ({"ordered": 1}, TypeError, "ordered must be True or False"),
     ],
 )
 def test_bad_arguments_say_what_to_fix(kwargs, error, message):
@@ -545,6 +548,26 @@ def test_a_generator_is_refused_with_a_hint():
     for bad in (gen, gen(), iter([1, 2])):
         with pytest.raises(TypeError, match="under a lock"):
             DataLoader(bad)
+
+
+def test_numpy_bools_are_accepted_as_flags():
+    with DataLoader(Indices(4), shuffle=np.bool_(True), ordered=np.True_, seed=0) as loader:
+        assert sorted(loader) == list(range(4))
+        assert loader.shuffle is True and loader.ordered is True
+
+
+def test_a_class_instead_of_an_instance_is_refused_at_construction():
+    class NoArguments(YieldFunction):
+        def __len__(self):
+            return 1
+
+        def __call__(self, index):
+            return index
+
+    with pytest.raises(TypeError, match=r"got the class Indices itself: pass an instance: Indices\(\.\.\.\)"):
+        DataLoader(Indices)
+    with pytest.raises(TypeError, match=r"pass an instance: NoArguments\(\)$"):
+        DataLoader(NoArguments)
 
 
 def test_a_yield_function_that_is_not_callable_is_refused():

@@ -137,6 +137,46 @@ def test_an_unconvertible_batch_is_a_clear_error():
         as_tf_dataset(Objects())
 
 
+class Pairs:
+    """A sample dataset: sample i is (x filled with i, label i)."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, index: int):
+        return np.full(3, index, dtype=np.float32), np.int64(index)
+
+
+def test_a_sample_dataset_is_batched_and_shuffled_per_epoch():
+    dataset = as_tf_dataset(Pairs(), num_threads=2, batch_size=4, drop_last=True, shuffle=True, seed=0, ordered=True)
+    assert dataset.element_spec == (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None,), tf.int64))
+    assert dataset.cardinality().numpy() == 2
+    epochs = [[y.numpy().tolist() for _, y in dataset] for _ in range(3)]
+    for batches in epochs:
+        assert [len(b) for b in batches] == [4, 4] and len({i for b in batches for i in b}) == 8
+    assert epochs[0] != epochs[1] != epochs[2]
+    wait_for_no_threads("tf-loader")
+
+
+@pytest.mark.parametrize(
+    ("source", "kwargs", "error", "message"),
+    [
+        (Batches, {}, TypeError, r"pass an instance: Batches\(\)"),
+        (Pairs, {"batch_size": 2}, TypeError, r"pass an instance: Pairs\(\)"),
+        (Batches(), {"shuffle": "no"}, TypeError, "shuffle must be True or False"),
+        (Batches(), {"ordered": "False"}, TypeError, "ordered must be True or False"),
+    ],
+)
+def test_bad_sources_and_flags_fail_at_once(source, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        as_tf_dataset(source, **kwargs)
+
+
+def test_batch_size_with_a_given_loader_is_refused():
+    with DataLoader(Batches(), num_threads=1) as loader, pytest.raises(ValueError, match="give it to the DataLoader"):
+        as_tf_dataset(loader, batch_size=2)
+
+
 class Separable(YieldFunction):
     """A linearly separable problem: the label is whether x[0] > 0; batches are seeded by index."""
 

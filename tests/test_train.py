@@ -4,6 +4,7 @@ import signal
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from parallel_loader import Train, YieldFunction
@@ -193,11 +194,24 @@ def test_ctrl_c_while_waiting_for_data_propagates_at_once_and_stops_every_thread
         ({"max_len": 0}, ValueError, "max_len"),
         ({"batches_per_epoch": 5}, ValueError, "batches_per_epoch is for a stream"),
         ({"val_task": 3}, TypeError, "val_task must be callable"),
+        ({"val_task": print}, TypeError, "val_task was given without val_yield"),
+        ({"test_task": print}, TypeError, "test_task was given without test_yield"),
+        ({"on_epoch_end": "print"}, TypeError, "on_epoch_end must be callable"),
+        ({"num_threads": 0}, ValueError, "num_threads must be at least 1"),
+        ({"eval_nthread": 0}, ValueError, "eval_nthread must be at least 1"),
+        ({"num_threads": 2, "max_nthread": 2}, TypeError, "pass num_threads or its alias max_nthread, not both"),
+        ({"shuffle": "no"}, TypeError, "shuffle must be True or False"),
+        ({"ordered": "False"}, TypeError, "ordered must be True or False"),
+        ({"keep_outputs": 1}, TypeError, "keep_outputs must be True or False"),
+        ({"train_yield": Indices}, TypeError, r"pass an instance: Indices\(\.\.\.\)"),
+        ({"val_yield": Indices, "val_task": print}, TypeError, r"pass an instance: Indices\(\.\.\.\)"),
+        ({"batch_size": 2, "train_yield": Indices}, TypeError, r"pass an instance: Indices\(\.\.\.\)"),
     ],
 )
 def test_bad_arguments_fail_before_any_thread_starts(kwargs, error, message):
+    kwargs = {"train_yield": Indices(3), **kwargs}
     with pytest.raises(error, match=message):
-        Train(lambda b: None, Indices(3), **kwargs)
+        Train(lambda b: None, **kwargs)
     assert not loader_threads()
 
 
@@ -207,3 +221,124 @@ def test_bad_epochs_and_missing_test_data():
         trainer.run(0)
     with pytest.raises(ValueError, match="test_yield"):
         trainer.test()
+
+
+def test_on_epoch_end_returning_true_stops_after_that_epoch_and_keeps_the_history():
+    ended = []
+
+    def early_stop(stats):
+        ended.append(stats.epoch)
+        return stats.epoch == 1
+
+    trainer = Train(lambda b: None, Indices(6), val_yield=Indices(2), val_task=lambda b: None, num_threads=3,
+                    on_epoch_end=early_stop)  # fmt: skip
+    history = trainer.run(10, progress=False)
+    assert [e.epoch for e in history] == ended == [0, 1]
+    assert all(e.batches == 6 and e.val.batches == 2 for e in history)
+    assert not loader_threads()
+    trainer.run(1, progress=False)  # a later run goes on from the next epoch
+    assert [e.epoch for e in trainer.history] == [0, 1, 2]
+    assert not loader_threads()
+
+
+@pytest.mark.parametrize("returned", [None, 1, "stop", [True], False])
+def test_only_true_from_on_epoch_end_stops(returned):
+    history = Train(lambda b: None, Indices(2), on_epoch_end=lambda s: returned).run(3, progress=False)
+    assert len(history) == 3
+
+
+def test_stop_from_the_main_task_ends_the_epoch_after_that_batch():
+    done = []
+
+    def task(batch):
+        done.append(batch)
+        if len(done) == 4:
+            trainer.stop()
+
+    ended = []
+    trainer = Train(task, Indices(100), val_yield=Indices(3), val_task=lambda b: None, num_threads=4, max_len=2,
+                    ordered=True, shuffle=False, on_epoch_end=ended.append)  # fmt: skip
+    history = trainer.run(5, progress=False)
+    assert done == [0, 1, 2, 3]
+    assert len(history) == 1 and history[0].batches == 4, "the stopped epoch is kept, with the batches it ran"
+    assert history[0].val.batches == 3, "and it is validated, as Keras does"
+    assert ended == history
+    assert not loader_threads()
+    assert len(trainer.run(1, progress=False)[-1:]) == 1 and trainer.history[-1].batches == 100
+
+
+def test_stop_from_another_thread():
+    reached, stopped = threading.Event(), threading.Event()
+
+    def task(batch):
+        if batch == 2:
+            reached.set()
+            assert stopped.wait(WAIT)
+
+    def stopper():
+        assert reached.wait(WAIT)
+        trainer.stop()
+        stopped.set()
+
+    trainer = Train(task, Indices(50), num_threads=2, shuffle=False, ordered=True)
+    thread = threading.Thread(target=stopper, name="stopper")
+    thread.start()
+    try:
+        history = trainer.run(3, progress=False)
+    finally:
+        stopped.set()
+        join_all([thread])
+    assert [e.batches for e in history] == [3]
+    assert not loader_threads()
+
+
+def test_num_threads_and_its_alias_max_nthread():
+    assert Train(lambda b: None, Indices(1), None, None, 3).num_threads == 3, "the place of max_nthread"
+    assert Train(lambda b: None, Indices(1), max_nthread=2, eval_nthread=5).eval_num_threads == 5
+    trainer = Train(lambda b: None, Indices(1), val_yield=Indices(1), val_task=print, num_threads=2)
+    assert trainer.eval_num_threads == 2, "evaluation uses the training thread count by default"
+
+
+def test_metrics_are_the_means_of_the_numbers_the_task_returns():
+    class Tensorish:
+        def __float__(self):
+            raise AssertionError("a tensor is never read: that would wait for the device")
+
+    def step(batch):
+        return {"loss": float(batch), "count": np.int64(1), "acc": np.array(0.5, np.float32), "t": Tensorish(),
+                "flag": True}  # fmt: skip
+
+    trainer = Train(step, Indices(4), val_yield=Indices(2), val_task=lambda b: {"loss": 10.0 * b})
+    stats = trainer.run(1, progress=False)[0]
+    assert stats.train.metrics == {"loss": 1.5, "count": 1.0, "acc": 0.5}
+    assert stats.val.metrics == {"loss": 5.0}
+    assert Train(lambda b: b, Indices(2)).run(1, progress=False)[0].train.metrics == {}
+
+
+def test_train_batches_samples_and_keeps_every_validation_sample():
+    class Samples:
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, index):
+            return np.zeros(2), index
+
+    seen = {"train": [], "val": []}
+    trainer = Train(
+        lambda batch: seen["train"].append(batch[1].tolist()),
+        Samples(10),
+        val_yield=Samples(5),
+        val_task=lambda batch: seen["val"].append(batch[1].tolist()),
+        num_threads=2,
+        batch_size=4,
+        drop_last=True,
+        seed=0,
+        ordered=True,
+    )
+    trainer.run(2, progress=False)
+    assert [len(batch) for batch in seen["train"]] == [4] * 4
+    assert seen["train"][:2] != seen["train"][2:], "Train shuffles samples by default"
+    assert seen["val"] == [[0, 1, 2, 3], [4]] * 2, "validation: in order, nothing dropped"

@@ -1,0 +1,198 @@
+"""Batches made from a dataset written one sample at a time.
+
+A *sample dataset* has ``len()`` samples and gives one sample for an index, as
+``dataset[i]`` (PyTorch's habit) or ``dataset(i)``. ``SampleBatches`` turns it
+into a batch-level yield function: ``on_epoch_begin(epoch)`` fixes the epoch's
+order of the samples (shuffled from the seed and the epoch), and ``self(i)``
+makes batch ``i`` from its samples in one call, so that one loader thread does
+all the work of a batch (the decoding that runs outside the GIL included).
+``DataLoader(..., batch_size=...)`` wraps a sample dataset in it.
+
+Batch ``i`` of an epoch depends on the seed, the epoch and ``i`` alone, so the
+batches are the same whichever thread makes them and however many threads there
+are; every sample is in exactly one batch of an epoch (with ``drop_last``, the
+samples past the last full batch are in none).
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._checks import check_bool, check_int
+from .yield_function import YieldFunction, check_instance, checked_len
+
+__all__ = ["SampleBatches", "default_collate"]
+
+# A word of the random key of the sample order, so that it differs from the
+# loader's batch order and from any random stream the dataset draws from the seed.
+_SAMPLE_ORDER_KEY = 0x53414D504C45
+
+
+class SampleBatches(YieldFunction):
+    """A batch-level yield function over a sample dataset.
+
+    Args:
+        samples: the sample dataset: ``len(samples)`` samples, and
+            ``samples[i]`` (used when its class defines ``__getitem__``) or else
+            ``samples(i)`` returning sample ``i``. Called from several loader
+            threads at once, so it must be thread-safe. Its own
+            ``on_epoch_begin(epoch)`` and ``on_epoch_end(epoch)``, if any, are
+            called through this one.
+        batch_size: samples per batch.
+        drop_last: leave out the last batch of an epoch when it is short; by
+            default it is kept, with the samples left over.
+        collate: makes a batch from the list of its samples; ``default_collate``
+            (stack arrays and numbers, recurse into tuples, lists and dicts) by default.
+        shuffle: a new order of the samples each epoch, drawn from ``(seed, epoch)``,
+            so batches differ each epoch.
+        seed: makes the shuffled orders reproducible; one is drawn when ``None``.
+
+    Raises:
+        TypeError, ValueError: an argument is of the wrong type or out of range;
+            the message says which and what is allowed.
+    """
+
+    def __init__(
+        self,
+        samples: Any,
+        batch_size: int,
+        *,
+        drop_last: bool = False,
+        collate: Callable[[list[Any]], Any] | None = None,
+        shuffle: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        check_instance(samples, "the sample dataset")
+        if not hasattr(type(samples), "__len__"):
+            raise TypeError(
+                f"batch_size needs a sample dataset with __len__ (the number of samples); {type(samples).__name__} "
+                "has none. A stream (a function without __len__) returns whole batches: leave batch_size out"
+            )
+        if hasattr(type(samples), "__getitem__"):
+            self._get: Callable[[int], Any] = samples.__getitem__
+        elif callable(samples):
+            self._get = samples
+        else:
+            raise TypeError(
+                f"a sample dataset needs __getitem__(index) or __call__(index) returning one sample; "
+                f"{type(samples).__name__} has neither"
+            )
+        if collate is not None and not callable(collate):
+            raise TypeError(f"collate must be callable (a list of samples -> a batch), got {type(collate).__name__}")
+        self.samples = samples
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.drop_last = check_bool("drop_last", drop_last)
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.collate = default_collate if collate is None else collate
+        self.seed = check_int("seed", seed, minimum=0) if seed is not None else _draw_seed()
+        self._epoch = 0
+        self._order = self._sample_order(0)
+
+    def __len__(self) -> int:
+        """Batches per epoch, from the number of samples now."""
+        count = checked_len(self.samples, "samples")
+        return count // self.batch_size if self.drop_last else -(-count // self.batch_size)
+
+    def __call__(self, index: int) -> Any:
+        """Make batch ``index`` of the current epoch: collate its samples, fetched in this thread."""
+        start = index * self.batch_size
+        positions = self._order[start : start + self.batch_size]
+        if index < 0 or not len(positions):
+            raise IndexError(f"batch {index} is out of range: the epoch has {len(self)} batches")
+        return self.collate([self._get(int(position)) for position in positions])
+
+    @property
+    def epoch(self) -> int:
+        """The epoch whose order of the samples the batches follow."""
+        return self._epoch
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        """Call the dataset's ``on_epoch_begin``, then fix this epoch's order of the samples.
+
+        The loader calls it in the consuming thread while no call runs; without a
+        loader, call it to move to another epoch.
+        """
+        forward = getattr(self.samples, "on_epoch_begin", None)
+        if forward is not None:
+            forward(epoch)
+        self._order = self._sample_order(epoch)
+        self._epoch = epoch
+
+    def on_epoch_end(self, epoch: int) -> None:
+        """Call the dataset's ``on_epoch_end``, if it has one."""
+        forward = getattr(self.samples, "on_epoch_end", None)
+        if forward is not None:
+            forward(epoch)
+
+    def __repr__(self) -> str:
+        return (
+            f"<SampleBatches of {type(self.samples).__name__}: batch_size={self.batch_size} "
+            f"drop_last={self.drop_last} shuffle={self.shuffle} epoch={self._epoch}>"
+        )
+
+    def _sample_order(self, epoch: int) -> Sequence[int]:
+        count = checked_len(self.samples, "samples")
+        if not self.shuffle:
+            return range(count)
+        return np.random.default_rng([self.seed, _SAMPLE_ORDER_KEY, epoch]).permutation(count)
+
+
+def default_collate(samples: Sequence[Any]) -> Any:
+    """Make a batch of samples: stack arrays and numbers, keep the structure of tuples, lists and dicts.
+
+    ``[(x0, y0), (x1, y1)]`` becomes ``(stack([x0, x1]), stack([y0, y1]))``, and a
+    list of dicts a dict of stacked values; a named tuple stays one. Numbers
+    become a 1-D array, arrays gain a first dimension of ``len(samples)``.
+
+    Raises:
+        TypeError: a sample part is neither an array, a number, a string, nor a
+            tuple, list or dict of them; or the samples differ in structure.
+        ValueError: arrays to stack differ in shape.
+    """
+    first = samples[0]
+    if isinstance(first, Mapping):
+        keys = list(first)
+        for sample in samples:
+            if not isinstance(sample, Mapping) or list(sample) != keys:
+                raise TypeError(f"cannot batch samples with different keys: {keys} and {_keys(sample)}")
+        return {key: default_collate([sample[key] for sample in samples]) for key in keys}
+    if isinstance(first, tuple | list):
+        for sample in samples:
+            if not isinstance(sample, tuple | list) or len(sample) != len(first):
+                raise TypeError(
+                    f"cannot batch samples of different structure: a {type(first).__name__} of {len(first)} "
+                    f"and {type(sample).__name__} {_length(sample)}"
+                )
+        parts = [default_collate([sample[i] for sample in samples]) for i in range(len(first))]
+        if hasattr(first, "_fields"):  # a named tuple
+            return type(first)(*parts)
+        return tuple(parts) if isinstance(first, tuple) else parts
+    if isinstance(first, np.ndarray | np.generic | numbers.Number | str | bytes):
+        arrays = [np.asarray(sample) for sample in samples]
+        shapes = sorted({array.shape for array in arrays})
+        if len(shapes) > 1:
+            raise ValueError(
+                f"cannot stack samples of different shapes {shapes}: make every sample the same shape, "
+                "or pass collate= to batch them another way"
+            )
+        return np.stack(arrays)
+    raise TypeError(
+        f"default_collate cannot batch a sample part of type {type(first).__name__}: return numpy arrays, "
+        "numbers, or tuples, lists and dicts of them, or pass collate="
+    )
+
+
+def _draw_seed() -> int:
+    return int(np.random.SeedSequence().entropy % 2**63)
+
+
+def _keys(sample: Any) -> Any:
+    return list(sample) if isinstance(sample, Mapping) else type(sample).__name__
+
+
+def _length(sample: Any) -> str:
+    return f"of {len(sample)}" if isinstance(sample, tuple | list) else "(not a sequence)"
