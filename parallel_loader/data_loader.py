@@ -24,6 +24,7 @@ import numpy as np
 
 from ._checks import check_int
 from .fifo_queue import FIFOQueue, QueueClosed
+from .sharding import Remainder, check_shard, shard_length, shard_positions
 from .yield_function import epoch_length
 
 __all__ = ["DataLoader", "LoaderClosed"]
@@ -76,6 +77,17 @@ class DataLoader:
         first_epoch: the number of the first epoch, to continue a run's sequence of
             shuffled orders (and the epochs passed to ``on_epoch_begin``/``on_epoch_end``) in a new loader.
         batches_per_epoch: for a stream only: the most calls that make one epoch.
+        num_shards: how many workers share each epoch (multi-worker training). Every
+            worker computes the same global order of the epoch (so with ``shuffle``,
+            give all the same ``seed``) and delivers only its own shard of it:
+            positions ``shard_index, shard_index + num_shards, ...`` (see
+            ``parallel_loader.sharding``). The shards are disjoint, together they are
+            the whole epoch, and each has ``len(loader)`` batches.
+        shard_index: this worker's shard, ``0 <= shard_index < num_shards``.
+        shard_remainder: when the epoch's length is not a multiple of ``num_shards``:
+            ``"pad"`` tops the short shards up from the start of the global order
+            (those batches are read twice), ``"drop"`` leaves the last positions of the
+            order out (they differ per epoch when shuffling).
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -93,12 +105,21 @@ class DataLoader:
         name: str = "DataLoader",
         first_epoch: int = 0,
         batches_per_epoch: int | None = None,
+        num_shards: int = 1,
+        shard_index: int = 0,
+        shard_remainder: Remainder = "pad",
     ) -> None:
         num_threads = check_int("num_threads", num_threads, minimum=1)
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
         if seed is not None:
             seed = check_int("seed", seed, minimum=0)
+        num_shards, shard_index, shard_remainder = check_shard(num_shards, shard_index, shard_remainder)
+        if num_shards > 1 and shuffle and seed is None:
+            raise ValueError(
+                "shuffle=True with num_shards > 1 needs a seed, the same on every shard: "
+                "each draws the epoch's global order from it"
+            )
         self._stream = epoch_length(yield_fn) is None  # also checks yield_fn, early
         if self._stream:
             for option, value in (("shuffle", shuffle), ("ordered", ordered)):
@@ -107,6 +128,11 @@ class DataLoader:
                         f"{option}=True needs a yield function with __len__ (a YieldFunction); "
                         "a stream has no indices to put in order"
                     )
+            if num_shards > 1:
+                raise ValueError(
+                    "num_shards > 1 needs a yield function with __len__ (a YieldFunction); "
+                    "a stream has no positions to share out among the shards"
+                )
             if batches_per_epoch is not None:
                 batches_per_epoch = check_int("batches_per_epoch", batches_per_epoch, minimum=1)
         elif batches_per_epoch is not None:
@@ -122,6 +148,9 @@ class DataLoader:
         self.seed = seed if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
         self.ordered = ordered
         self.name = name
+        self.num_shards = num_shards
+        self.shard_index = shard_index
+        self.shard_remainder = shard_remainder
         self._results = FIFOQueue(max_len)
         self._threads: list[threading.Thread] = []
         # One lock guards everything below. Loader threads wait on _work for work;
@@ -164,10 +193,10 @@ class DataLoader:
         return tuple(self._threads)
 
     def __len__(self) -> int:
-        """Batches per epoch, as the yield function says now."""
+        """Batches per epoch (this shard's), as the yield function says now."""
         if self._stream:
             raise TypeError("a DataLoader over a stream (a yield function without __len__) has no length")
-        return epoch_length(self._yield_fn)
+        return shard_length(epoch_length(self._yield_fn), self.num_shards, self.shard_remainder)
 
     def __bool__(self) -> bool:
         return True  # a loader is a loader, whatever len() says (a stream has none)
@@ -273,6 +302,11 @@ class DataLoader:
             order: Sequence[int] = range(length or 0)
             if self.shuffle:
                 order = np.random.default_rng([self.seed, _SHUFFLE_KEY, epoch]).permutation(length).tolist()
+            if self.num_shards > 1:
+                # Every shard computed the same global order: keep this shard's positions of it.
+                positions = shard_positions(length, self.num_shards, self.shard_index, self.shard_remainder)
+                order = [order[p] for p in positions]
+                length = len(order)
         except BaseException:
             with self._work:
                 self._active = False
