@@ -4,7 +4,8 @@
 plus a bounded queue) for each of the training, validation and test data, and
 the user's task callables, which run in the thread that called ``run``. That is
 the main thread in a training script, where TensorFlow steps belong. ``Train``
-knows nothing of TensorFlow either: a task is any callable taking a batch.
+knows nothing of TensorFlow either: a task is any callable taking a batch. Only
+``prefetch_to_device`` brings TensorFlow in, through ``DevicePrefetcher``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 
 from ._checks import check_int
 from .data_loader import STOP_TIMEOUT, DataLoader
+from .device_prefetch import DevicePrefetcher
+from .sharding import Remainder
 from .yield_function import epoch_length
 
 __all__ = ["EpochStats", "PassStats", "Train"]
@@ -95,6 +98,16 @@ class Train:
             (a ``train_yield`` without ``__len__``); a ``train_yield`` with
             ``__len__`` gives its own. ``shuffle`` and ``ordered`` apply only to the latter.
             Without it, a stream's epoch lasts until it raises ``StopIteration``.
+        num_shards, shard_index, shard_remainder: read only shard ``shard_index`` of
+            ``num_shards`` of each training epoch, for multi-worker training (see
+            ``DataLoader``); validation and test data are not sharded.
+        prefetch_to_device: a device such as ``"/GPU:0"``: a ``DevicePrefetcher``
+            thread copies the next batches there while the task runs, and every
+            task gets its batch as tensors already on that device. Imports
+            TensorFlow. A device this process does not have is logged once and
+            ignored (the tasks then get the batches as the loaders made them).
+        device_buffer: with ``prefetch_to_device``, the most batches copied ahead
+            of the one the task is running on.
 
     Raises:
         TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
@@ -118,13 +131,19 @@ class Train:
         keep_outputs: bool = False,
         on_epoch_end: Callable[[EpochStats], Any] | None = None,
         batches_per_epoch: int | None = None,
+        num_shards: int = 1,
+        shard_index: int = 0,
+        shard_remainder: Remainder = "pad",
+        prefetch_to_device: str | None = None,
+        device_buffer: int = 2,
     ) -> None:
         for name, task in (("main_task", main_task), ("val_task", val_task), ("test_task", test_task)):
             if task is not None and not callable(task):
                 raise TypeError(f"{name} must be callable, got {type(task).__name__}")
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
-        for name, count in (("max_nthread", max_nthread), ("max_len", max_len), ("eval_nthread", eval_nthread)):
+        counts = (("max_nthread", max_nthread), ("max_len", max_len), ("eval_nthread", eval_nthread))
+        for name, count in (*counts, ("device_buffer", device_buffer)):
             if count is not None:
                 check_int(name, count, minimum=1)
         if val_yield is not None and val_task is None:
@@ -139,6 +158,7 @@ class Train:
         eval_nthread = max_nthread if eval_nthread is None else eval_nthread
         indexed = epoch_length(train_yield) is not None
         train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed)
+        train_kwargs.update(num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder)
         if indexed and batches_per_epoch is not None:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
         if not indexed:
@@ -154,6 +174,9 @@ class Train:
         # their threads start when first iterated. Each run() closes the loaders it
         # used, and the next one builds new ones.
         self._loaders: dict[str, DataLoader] | None = self._make_loaders()
+        self._prefetcher = None
+        if prefetch_to_device is not None:
+            self._prefetcher = DevicePrefetcher(prefetch_to_device, device_buffer, name="train-to-device")
 
     def run(self, epochs: int = 1) -> list[EpochStats]:
         """Train for ``epochs`` epochs, validating after each one when there is validation data.
@@ -204,9 +227,13 @@ class Train:
             deadline = time.monotonic() + STOP_TIMEOUT
             for loader in loaders.values():
                 loader.close(timeout=max(0.0, deadline - time.monotonic()))
+            if self._prefetcher is not None:
+                self._prefetcher.close(timeout=max(0.0, deadline - time.monotonic()))
             raise
         for loader in loaders.values():
             loader.close()
+        if self._prefetcher is not None:
+            self._prefetcher.close()
 
     def _make_loaders(self) -> dict[str, DataLoader]:
         return {
@@ -219,7 +246,7 @@ class Train:
     def _pass(self, loader: DataLoader, task: Callable[[Any], Any]) -> PassStats:
         stats = PassStats()
         start = ready = time.perf_counter()
-        for batch in loader:
+        for batch in loader if self._prefetcher is None else self._prefetcher.iterate(loader):
             stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
             output = task(batch)
             stats.batches += 1
