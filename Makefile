@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: venv demo test lint format bench clean
+.PHONY: venv demo demo-multiworker test lint format bench bench-gpu clean
 
 venv: $(INSTALLED)
 
@@ -25,6 +25,11 @@ $(SAMPLE_DATA)/.complete: parallel_loader/sample_data.py | venv
 
 demo: venv $(SAMPLE_DATA)/.complete
 	$(PY) examples/train_video.py --data $(SAMPLE_DATA) --threads 2 --min-val-accuracy 0.9
+
+# Two MultiWorkerMirroredStrategy workers on 127.0.0.1 (ports from the OS), each reading its shard of every epoch.
+demo-multiworker: venv $(SAMPLE_DATA)/.complete
+	$(PY) examples/launch_multiworker.py --workers 2 --timeout 1200 --min-val-accuracy 0.9 -- \
+		--data $(SAMPLE_DATA) --threads 1 --intra-op 1
 
 # Every benchmark with its README settings (about half an hour on 2 cores); tables in benchmarks/README.md.
 bench: venv $(SAMPLE_DATA)/.complete
