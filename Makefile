@@ -42,6 +42,13 @@ bench: venv $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 8
 
+# The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
+# and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.
+# Without a GPU, check that it all runs: make bench-gpu BENCH_GPU_ARGS="--short --device /CPU:0"
+BENCH_GPU_ARGS ?=
+bench-gpu: venv $(SAMPLE_DATA)/.complete
+	$(PY) -m benchmarks.gpu_run --data $(SAMPLE_DATA) $(BENCH_GPU_ARGS)
+
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from parallel_loader import DataLoader, YieldFunction
+from parallel_loader import DataLoader, DevicePrefetcher, YieldFunction
 
 from ._common import (
     DEFAULT_OUT,
@@ -144,8 +144,13 @@ def build(args: argparse.Namespace) -> Workload:
     raise ValueError(f"unknown workload {args.workload!r}")
 
 
-def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
-    """Consume one epoch with ``threads`` loader threads (``SERIAL``: none) and return its figures."""
+def measure(
+    workload: Workload, threads: int, max_len: int, prefetcher: DevicePrefetcher | None = None
+) -> dict[str, float]:
+    """Consume one epoch with ``threads`` loader threads (``SERIAL``: none) and return its figures.
+
+    With a ``prefetcher``, the loader's batches reach the step already copied to its device.
+    """
     step = workload.step
     waits: list[float] = []
     starts: list[float] = []
@@ -162,7 +167,7 @@ def measure(workload: Workload, threads: int, max_len: int) -> dict[str, float]:
             seconds = time.perf_counter() - start
         else:
             with DataLoader(workload.yield_fn, threads, max_len, name=f"sweep{threads}") as loader:
-                batches = iter(loader)
+                batches = iter(loader) if prefetcher is None else prefetcher.iterate(loader)
                 while True:
                     before = time.perf_counter()
                     try:
@@ -344,6 +349,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--calibrate", type=int, default=10, help="serial calls to measure T_load / T_step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT), help="folder for the CSV, JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--prefetch-to-device", metavar="DEVICE", help="copy the loader's batches to DEVICE (e.g. /GPU:0) ahead"
+    )
+    parser.add_argument("--device-buffer", type=int, default=2, help="batches copied ahead with --prefetch-to-device")
     add_noise_arguments(parser)
     add_video_arguments(parser)
     return parser.parse_args(argv)
@@ -357,12 +366,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.serial or args.workload == "train":
         counts = [SERIAL, *counts]
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
-    for r in range(args.rounds):
-        for threads in counts if r % 2 == 0 else counts[::-1]:
-            others_before = wait_for_quiet(args.quiet)
-            runs[threads].append(
-                {**measure(workload, threads, args.max_len), "others_cpu_percent_before": others_before}
-            )
+    prefetcher = None
+    if args.prefetch_to_device:
+        prefetcher = DevicePrefetcher(args.prefetch_to_device, args.device_buffer, name="sweep-to-device")
+        workload.notes.append(
+            f"device prefetch: {prefetcher.device or 'off (no ' + args.prefetch_to_device + ')'}, "
+            f"buffer {args.device_buffer} (threaded rows only)"
+        )
+    try:
+        for r in range(args.rounds):
+            for threads in counts if r % 2 == 0 else counts[::-1]:
+                others_before = wait_for_quiet(args.quiet)
+                runs[threads].append(
+                    {**measure(workload, threads, args.max_len, prefetcher), "others_cpu_percent_before": others_before}
+                )
+    finally:
+        if prefetcher is not None:
+            prefetcher.close()
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
     targets = check_targets(workload, rows)

@@ -94,3 +94,41 @@ def test_feed_vs_queue(tmp_path: Path) -> None:
     for result in report["results"].values():
         assert _finite(result["t_load"]) and _finite(result["t_step"]) and result["ideal"] >= 1
         assert len(result["feed_seconds"]) == len(result["queue_seconds"]) == 1
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# The lines nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader,nounits prints.
+echo "0, NVIDIA H100 80GB HBM3, 40, 1000"
+echo "1, NVIDIA A100-SXM4-40GB, 5, 10"
+echo "0, NVIDIA H100 80GB HBM3, 60, 3000"
+echo "0, NVIDIA H100 80GB HBM3, [N/A], 3000"
+echo "0, NVIDIA H100 80GB HBM3, 80, 2000"
+touch "$(dirname "$0")/printed"
+exec sleep 60
+"""
+
+
+def test_gpu_sampler_reads_nvidia_smi_lines(tmp_path: Path) -> None:
+    import time
+
+    from benchmarks.gpu_sampler import GpuSampler
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(FAKE_NVIDIA_SMI)
+    fake.chmod(0o755)
+    assert GpuSampler.available(str(fake)) and not GpuSampler.available(str(tmp_path / "missing"))
+    with GpuSampler(interval=0.1, command=str(fake)) as sampler:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "printed").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    summary = sampler.summary()
+    assert summary[0] == {
+        "name": "NVIDIA H100 80GB HBM3",
+        "samples": 3,
+        "util_median": 60.0,
+        "util_mean": 60.0,
+        "util_max": 80.0,
+        "memory_max_mib": 3000.0,
+    }
+    assert summary[1]["samples"] == 1 and summary[1]["util_max"] == 5.0
+    assert sampler.errors == ["0, NVIDIA H100 80GB HBM3, [N/A], 3000"]  # kept, not counted
