@@ -227,39 +227,3 @@ def test_train_imports_no_tensorflow_without_device_prefetch():
         "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, capture_output=True)
-
-
-def test_ctrl_c_while_waiting_for_a_prefetched_batch_propagates_and_stops_every_thread():
-    """A real SIGINT reaches the main thread while it waits for the copy thread, which waits for the loader."""
-    import signal
-
-    entered, release = threading.Event(), threading.Event()
-
-    class Stuck(YieldFunction):
-        def __len__(self):
-            return 10
-
-        def __call__(self, index):
-            entered.set()
-            release.wait(WAIT)  # bounded: the test cannot hang here
-            return np.zeros(2)
-
-    def interrupt():
-        assert entered.wait(WAIT)
-        time.sleep(TRIGGER_DELAY)  # let the main thread reach its wait for the batch
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-
-    assert threading.current_thread() is threading.main_thread()
-    sender = threading.Thread(target=interrupt, name="sigint-sender")
-    sender.start()
-    started = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            Train(lambda b: None, Stuck(), max_nthread=2, prefetch_to_device="/CPU:0").run(1)
-        interrupted_after = time.monotonic() - started
-        release.set()
-        join_all(train_threads())
-    finally:
-        release.set()
-        join_all([sender])
-    assert interrupted_after < WAIT / 2
