@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: venv demo test lint format bench clean
+.PHONY: venv demo demo-multiworker test lint format bench bench-gpu clean
 
 venv: $(INSTALLED)
 
@@ -33,6 +33,11 @@ $(PLOT): $(INSTALLED)
 	$(PY) -m pip install --quiet -e '.[dev,plot]'
 	touch $(PLOT)
 
+# Two MultiWorkerMirroredStrategy workers on 127.0.0.1 (ports from the OS), each reading its shard of every epoch.
+demo-multiworker: venv $(SAMPLE_DATA)/.complete
+	$(PY) examples/launch_multiworker.py --workers 2 --timeout 1200 --min-val-accuracy 0.9 -- \
+		--data $(SAMPLE_DATA) --threads 1 --intra-op 1
+
 # Every benchmark with its README settings (about half an hour on 2 cores); tables in benchmarks/README.md.
 bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.queue_overhead --max-len 64 8 1 --quiet 8
@@ -44,6 +49,13 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 8
 	$(PY) -m benchmarks.video_decode --quiet 5
+
+# The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
+# and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.
+# Without a GPU, check that it all runs: make bench-gpu BENCH_GPU_ARGS="--short --device /CPU:0"
+BENCH_GPU_ARGS ?=
+bench-gpu: venv $(SAMPLE_DATA)/.complete
+	$(PY) -m benchmarks.gpu_run --data $(SAMPLE_DATA) $(BENCH_GPU_ARGS)
 
 lint: venv
 	$(VENV)/bin/ruff check .

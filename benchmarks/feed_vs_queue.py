@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from parallel_loader import DataLoader, YieldFunction
+from parallel_loader import DataLoader, DevicePrefetcher, YieldFunction
 from parallel_loader.tf_startup import device_line, import_tensorflow
 
 from ._common import (
@@ -158,14 +158,26 @@ def run_feed(step: Callable[..., Any], batches: Batches) -> float:
     return time.perf_counter() - start
 
 
-def run_queue(step: Callable[..., Any], batches: Batches, threads: int, max_len: int) -> float:
-    """Step on batches made by ``threads`` loader threads; return the seconds (thread start included)."""
-    start = time.perf_counter()
-    with DataLoader(batches, threads, max_len, name="feed-vs-queue") as loader:
-        for x, y in loader:
-            loss = step(x, y)
-        float(loss)
-    return time.perf_counter() - start
+def run_queue(
+    step: Callable[..., Any], batches: Batches, threads: int, max_len: int, prefetcher: DevicePrefetcher | None = None
+) -> tuple[float, float]:
+    """Step on batches made by ``threads`` loader threads (copied to a device ahead by ``prefetcher``, if given).
+
+    Returns the seconds (thread start included) and the seconds the loop waited for batches.
+    """
+    start = ready = time.perf_counter()
+    waited = 0.0
+    try:
+        with DataLoader(batches, threads, max_len, name="feed-vs-queue") as loader:
+            for x, y in loader if prefetcher is None else prefetcher.iterate(loader):
+                waited += time.perf_counter() - ready
+                loss = step(x, y)
+                ready = time.perf_counter()
+            float(loss)
+    finally:
+        if prefetcher is not None:
+            prefetcher.close()  # after the loader stopped: its copy thread ends with it
+    return time.perf_counter() - start, waited
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -192,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="sys.setswitchinterval for the run (Python's default: 0.005 s), see the README",
     )
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    parser.add_argument(
+        "--prefetch-to-device", metavar="DEVICE", help="queue: copy the batches to DEVICE (e.g. /GPU:0) ahead"
+    )
+    parser.add_argument("--device-buffer", type=int, default=2, help="batches copied ahead with --prefetch-to-device")
     add_noise_arguments(parser)
     add_output_arguments(parser)
     args = parser.parse_args(argv)
@@ -209,6 +225,10 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     tf, threads_note = configure_tf(args.intra_op, args.inter_op, args.verbose)
     print(device_line(), flush=True)
     step = make_step(tf)
+    prefetcher = None
+    if args.prefetch_to_device:
+        prefetcher = DevicePrefetcher(args.prefetch_to_device, args.device_buffer, name="feed-vs-queue-to-device")
+        threads_note += f"; device prefetch {prefetcher.device or 'off'}, buffer {args.device_buffer}"
     probe = Batches(3)
     t_step = mean_seconds(lambda i: float(step(*probe(i % 3))), args.calibrate)
     variants = {"light": 0}
@@ -223,6 +243,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
         t_load = mean_seconds(batches, args.calibrate)
         ideal = (t_load + t_step) / max(t_load, t_step)
         times: dict[str, list[float]] = {"feed": [], "queue": []}
+        queue_waits: list[float] = []
         cpu: dict[str, list[float]] = {"feed": [], "queue": []}
         others: list[float] = []
         for r in range(args.rounds):
@@ -232,7 +253,8 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
                     if mode == "feed":
                         seconds = run_feed(step, batches)
                     else:
-                        seconds = run_queue(step, batches, args.threads, args.max_len)
+                        seconds, waited = run_queue(step, batches, args.threads, args.max_len, prefetcher)
+                        queue_waits.append(waited / seconds)
                 times[mode].append(seconds)
                 others.append(res.others_percent)
                 cpu[mode].append(res.cpu_percent)
@@ -249,6 +271,8 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             "queue_vs_bottleneck": args.steps * max(t_load, t_step) / queue.median,
             "feed_seconds": times["feed"],
             "queue_seconds": times["queue"],
+            "queue_step_ms": 1e3 * queue.median / args.steps,
+            "queue_wait_fraction": statistics.median(queue_waits),
             "feed_cpu_percent": statistics.median(cpu["feed"]),
             "queue_cpu_percent": statistics.median(cpu["queue"]),
             "others_cpu_percent": others,
@@ -291,6 +315,11 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
             rows,
         )
     )
+    for name, r in results.items():
+        print(
+            f"queue ({name}): {r['queue_step_ms']:.2f} ms per step, waited for batches "
+            f"{100 * r['queue_wait_fraction']:.1f}% of the run (medians)"
+        )
     for name, r in results.items():
         verdict = "met" if r["fraction_of_ideal"] >= 0.95 else "MISSED"
         print(f"target achieved >= 0.95x ideal ({name}): {verdict} ({r['fraction_of_ideal']:.2f})")

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from parallel_loader import DataLoader, YieldFunction
+from parallel_loader import DataLoader, DevicePrefetcher, YieldFunction
 from parallel_loader.progress import PassProgress, progress_mode
 from parallel_loader.train import PassStats
 
@@ -159,11 +159,17 @@ def build(args: argparse.Namespace) -> Workload:
 
 
 def measure(
-    workload: Workload, threads: int, max_len: int, progress: str | None = None, label: str = ""
+    workload: Workload,
+    threads: int,
+    max_len: int,
+    progress: str | None = None,
+    label: str = "",
+    prefetcher: DevicePrefetcher | None = None,
 ) -> dict[str, float]:
     """Consume one epoch with ``threads`` loader threads (``SERIAL``: none) and return its figures.
 
     ``progress`` is a ``progress_mode``: the run's bar, its line when it ends, or nothing.
+    With a ``prefetcher``, the loader's batches reach the step already copied to its device.
     """
     step = workload.step
     waits: list[float] = []
@@ -176,7 +182,7 @@ def measure(
             batches = (workload.yield_fn(index) for index in range(len(workload.yield_fn)))
         else:
             loader = stack.enter_context(DataLoader(workload.yield_fn, threads, max_len, name=f"sweep{threads}"))
-            batches = iter(loader)
+            batches = iter(loader) if prefetcher is None else prefetcher.iterate(loader)
         display = stack.enter_context(contextlib.closing(PassProgress(label, progress, loader, len(workload.yield_fn))))
         while True:
             before = time.perf_counter()
@@ -423,6 +429,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--calibrate", type=int, default=10, help="serial calls to measure T_load / T_step")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT), help="folder for the CSV, JSON and PNG")
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--prefetch-to-device", metavar="DEVICE", help="copy the loader's batches to DEVICE (e.g. /GPU:0) ahead"
+    )
+    parser.add_argument("--device-buffer", type=int, default=2, help="batches copied ahead with --prefetch-to-device")
     add_noise_arguments(parser)
     add_output_arguments(parser)
     add_video_arguments(parser)
@@ -438,17 +448,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         counts = [SERIAL, *counts]
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in counts}
     progress = progress_mode(args.progress)
-    for r in range(args.rounds):
-        for threads in counts if r % 2 == 0 else counts[::-1]:
-            others_before = wait_for_quiet(args.quiet)
-            who = "serial" if threads == SERIAL else f"{threads} thread{'s' if threads != 1 else ''}"
-            label = f"{who}, round {r + 1}/{args.rounds}"
-            runs[threads].append(
-                {
-                    **measure(workload, threads, args.max_len, progress, label),
-                    "others_cpu_percent_before": others_before,
-                }
-            )
+    prefetcher = None
+    if args.prefetch_to_device:
+        prefetcher = DevicePrefetcher(args.prefetch_to_device, args.device_buffer, name="sweep-to-device")
+        workload.notes.append(
+            f"device prefetch: {prefetcher.device or 'off (no ' + args.prefetch_to_device + ')'}, "
+            f"buffer {args.device_buffer} (threaded rows only)"
+        )
+    try:
+        for r in range(args.rounds):
+            for threads in counts if r % 2 == 0 else counts[::-1]:
+                others_before = wait_for_quiet(args.quiet)
+                who = "serial" if threads == SERIAL else f"{threads} thread{'s' if threads != 1 else ''}"
+                label = f"{who}, round {r + 1}/{args.rounds}"
+                runs[threads].append(
+                    {
+                        **measure(workload, threads, args.max_len, progress, label, prefetcher),
+                        "others_cpu_percent_before": others_before,
+                    }
+                )
+    finally:
+        if prefetcher is not None:
+            prefetcher.close()
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
     targets = check_targets(workload, rows, args.batches)

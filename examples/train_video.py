@@ -17,6 +17,7 @@ below ``--min-val-accuracy``. TensorFlow's start-up lines are hidden unless ``--
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -46,6 +47,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--min-val-accuracy", type=float, default=0.0, help="fail below this final accuracy")
     add_output_arguments(parser)
+    parser.add_argument(
+        "--prefetch-to-device", metavar="DEVICE", help="copy batches to this device (e.g. /GPU:0) ahead of the step"
+    )
+    parser.add_argument("--report", type=Path, help="write the per-epoch figures here as JSON")
     return parser.parse_args(argv)
 
 
@@ -101,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     eval_step = make_eval_step(model)
 
     val_accuracy: list[float] = []
+    epochs: list[dict[str, float]] = []
 
     def on_epoch_end(stats: EpochStats) -> None:
         # The steps returned tensors; reading them once per epoch keeps the loop from waiting on each step.
@@ -114,6 +120,9 @@ def main(argv: list[str] | None = None) -> int:
             f"  loss {loss:.3f} acc {correct / clips:.3f} | "
             f"val loss {val_loss:.3f} val acc {val_accuracy[-1]:.3f} | {clips / stats.train.seconds:.1f} clips/s",
             flush=True,
+        )
+        epochs.append(
+            {"batches": stats.train.batches, "seconds": stats.train.seconds, "wait_fraction": stats.wait_fraction}
         )
         stats.train.outputs.clear()  # kept only for these figures
         stats.val.outputs.clear()
@@ -129,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         ordered=True,  # batches in the seeded order, so runs repeat (up to TensorFlow's own float noise)
         keep_outputs=True,
         on_epoch_end=on_epoch_end,
+        prefetch_to_device=args.prefetch_to_device,
     )
     start = time.perf_counter()
     trainer.run(args.epochs, progress=args.progress)
@@ -150,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         f"clip accuracy {clip_correct / (videos * views_data.views):.3f}, "
         f"video accuracy {video_correct / videos:.3f} ({time.perf_counter() - start:.1f} s)"
     )
+    if args.report is not None:
+        report = {"epochs": epochs, "val_accuracy": val_accuracy, "prefetch_to_device": args.prefetch_to_device}
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     if val_accuracy[-1] < args.min_val_accuracy:
         print(f"error: validation accuracy is below --min-val-accuracy {args.min_val_accuracy}", file=sys.stderr)
         return 1

@@ -5,13 +5,15 @@ batches in a bounded queue; the training loop takes them out, so a step costs
 max(T_load / N, T_train) instead of T_load + T_train.
 
 Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
-``parallel_loader.sample_data``; ``as_tf_dataset`` imports TensorFlow only when called.
+``parallel_loader.sample_data``; multi-worker sharding in ``parallel_loader.sharding``.
+``as_tf_dataset`` and ``DevicePrefetcher`` import TensorFlow only when called.
 ``parallel_loader.tf_startup`` imports TensorFlow without its start-up log lines, and
 ``parallel_loader.progress`` draws the progress of ``Train`` (with tqdm).
 """
 
 from .batching import SampleBatches, default_collate
 from .data_loader import DataLoader, LoaderClosed
+from .device_prefetch import DevicePrefetcher
 from .fifo_queue import FIFOQueue, QueueClosed
 from .tf_data import as_tf_dataset
 from .train import EpochStats, PassStats, Train
@@ -19,6 +21,7 @@ from .yield_function import YieldFunction
 
 __all__ = [
     "DataLoader",
+    "DevicePrefetcher",
     "EpochStats",
     "FIFOQueue",
     "LoaderClosed",

@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from .epoch_plan import EpochPlan, shuffled_order
 from .error_budget import ErrorBudget, ErrorRecord, error_context
 from .errors import LoaderClosed, LoaderTimeout
 from .fifo_queue import FIFOQueue, QueueClosed
+from .sharding import Remainder, check_shard, shard_length, shard_positions
 from .worker_pool import CallSlot, WorkerPool
 from .yield_function import epoch_length
 
@@ -123,6 +124,17 @@ class DataLoader:
         thread_init: called in each loader thread with its number (0, 1, ...)
             before its first call, to set up per-thread state (a connection, a
             decoder). An exception there is raised in the consumer.
+        num_shards: how many workers share each epoch (multi-worker training). Every
+            worker computes the same global order of the epoch (so with ``shuffle``,
+            give all the same ``seed``) and delivers only its own shard of it:
+            positions ``shard_index, shard_index + num_shards, ...`` (see
+            ``parallel_loader.sharding``). The shards are disjoint, together they are
+            the whole epoch, and each has ``len(loader)`` batches.
+        shard_index: this worker's shard, ``0 <= shard_index < num_shards``.
+        shard_remainder: when the epoch's length is not a multiple of ``num_shards``:
+            ``"pad"`` tops the short shards up from the start of the global order
+            (those batches are read twice), ``"drop"`` leaves the last positions of the
+            order out (they differ per epoch when shuffling).
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -149,10 +161,19 @@ class DataLoader:
         error_log: str | os.PathLike[str] | None = None,
         call_timeout: float | None = None,
         thread_init: Callable[[int], Any] | None = None,
+        num_shards: int = 1,
+        shard_index: int = 0,
+        shard_remainder: Remainder = "pad",
     ) -> None:
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
         self._seed_given = seed is not None
         self._samples: SampleBatches | None = None
+        num_shards, shard_index, shard_remainder = check_shard(num_shards, shard_index, shard_remainder)
+        if num_shards > 1 and shuffle and seed is None:
+            raise ValueError(
+                "shuffle=True with num_shards > 1 needs a seed, the same on every shard: "
+                "each draws the epoch's global order from it"
+            )
         if batch_size is not None:
             # The adapter shuffles the samples, so the batches need no other order than the one they are made in.
             yield_fn = SampleBatches(
@@ -183,6 +204,11 @@ class DataLoader:
                         f"{option}=True needs a yield function with __len__ (a YieldFunction); "
                         "a stream has no indices to put in order"
                     )
+            if num_shards > 1:
+                raise ValueError(
+                    "num_shards > 1 needs a yield function with __len__ (a YieldFunction); "
+                    "a stream has no positions to share out among the shards"
+                )
             if batches_per_epoch is not None:
                 batches_per_epoch = check_int("batches_per_epoch", batches_per_epoch, minimum=1)
         elif batches_per_epoch is not None:
@@ -204,6 +230,9 @@ class DataLoader:
         sink = getattr(yield_fn, "set_error_sink", None)
         if sink is not None:  # a yield function that skips bad data itself reports it here (VideoFolder)
             sink(self._report_skip)
+        self.num_shards = num_shards
+        self.shard_index = shard_index
+        self.shard_remainder = shard_remainder
         self._results = FIFOQueue(max_len)
         # One lock guards the state below and the pool's; code that may run in the
         # main thread takes it as ``with self._lock`` (see worker_pool's docstring).
@@ -264,10 +293,10 @@ class DataLoader:
         return list(self._budget.records)
 
     def __len__(self) -> int:
-        """Batches per epoch, as the yield function says now."""
+        """Batches per epoch (this shard's), as the yield function says now."""
         if self._stream:
             raise TypeError("a DataLoader over a stream (a yield function without __len__) has no length")
-        return epoch_length(self._yield_fn)
+        return shard_length(epoch_length(self._yield_fn), self.num_shards, self.shard_remainder)
 
     def __bool__(self) -> bool:
         return True  # a loader is a loader, whatever len() says (a stream has none)
@@ -323,6 +352,7 @@ class DataLoader:
             "length": None if self._stream else len(self),
             "seed": self.seed,
             "shuffle": self._shuffled,
+            "shard": [self.shard_index, self.num_shards],
             "errors": self._errors_before + len(self._budget.records),
             "calls": self._calls,
         }
@@ -356,6 +386,12 @@ class DataLoader:
         if state.get("shuffle", False) != self._shuffled:
             raise ValueError(
                 f"the state was saved with shuffle={state.get('shuffle')}, this loader has {self._shuffled}"
+            )
+        shard = [self.shard_index, self.num_shards]
+        if state.get("shard", [0, 1]) != shard:
+            raise ValueError(
+                f"the state was saved by shard {state.get('shard')} (index, count), this loader is shard {shard}: "
+                "each shard resumes from its own state"
             )
         if self._shuffled and self._seed_given and saved_seed != self.seed:
             raise ValueError(
@@ -485,7 +521,12 @@ class DataLoader:
             for _ in range(resume or 0):
                 plan.mark_done(0)
             return plan
-        order = shuffled_order(self.seed, epoch, length) if self.shuffle and length else None
+        order: Sequence[int] | None = shuffled_order(self.seed, epoch, length) if self.shuffle and length else None
+        if self.num_shards > 1:
+            # Every shard computed the same global order: keep this shard's positions of it.
+            positions = shard_positions(length, self.num_shards, self.shard_index, self.shard_remainder)
+            order = [order[p] for p in positions] if order is not None else positions
+            length = len(order)
         return EpochPlan(epoch, length, order, done=resume or ())
 
     def _stream_slots(self, plan: EpochPlan) -> int | None:

@@ -1,5 +1,9 @@
 """A ``tf.data.Dataset`` fed by loader threads, so that Keras ``model.fit`` can train from them.
 
+Also the input function of ``tf.distribute`` training: with an ``InputContext``
+each worker's dataset reads its own shard of every epoch (``sharding``), and
+batches can be copied onto the accelerator ahead of the step (``device_prefetch``).
+
 TensorFlow is imported inside ``as_tf_dataset`` only, so ``import parallel_loader``
 stays light for code that never touches TensorFlow.
 """
@@ -12,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._checks import check_int
 from .data_loader import DataLoader
+from .device_prefetch import prefetch_dataset
+from .sharding import Remainder, check_shard
 from .yield_function import epoch_length
 
 if TYPE_CHECKING:
@@ -34,6 +41,12 @@ def as_tf_dataset(
     batch_size: int | None = None,
     drop_last: bool = False,
     collate: Callable[[list[Any]], Any] | None = None,
+    num_shards: int = 1,
+    shard_index: int = 0,
+    shard_remainder: Remainder = "pad",
+    input_context: tf.distribute.InputContext | None = None,
+    prefetch_to_device: str | None = None,
+    device_buffer: int = 2,
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
@@ -72,6 +85,18 @@ def as_tf_dataset(
       epoch and ``on_epoch_begin`` gets each epoch's number; an epoch left part
       way does not call ``on_epoch_end``.
 
+    With ``tf.distribute`` (``strategy.distribute_datasets_from_function``), pass
+    the ``InputContext`` the strategy gives the dataset function as
+    ``input_context``: each input pipeline (one per worker) then reads shard
+    ``input_pipeline_id`` of ``num_input_pipelines`` of every epoch (see
+    ``DataLoader``'s ``num_shards``). The shards are disjoint and equally long, so
+    every worker runs the same number of steps. Each batch the dataset yields goes
+    to one replica as it is, so the yield function must make batches of the
+    per-replica size, ``input_context.get_per_replica_batch_size(global_batch_size)``;
+    a worker with several replicas (GPUs) hands them consecutive batches, so keep
+    the shard's length a multiple of that number, or use ``.repeat()`` with a
+    fixed number of steps. Shuffle with the same ``seed`` on every worker.
+
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
             ``__len__`` taking an index), a zero-argument callable (a stream), or
@@ -81,44 +106,62 @@ def as_tf_dataset(
             from batch 0, made once here in the calling thread (see
             ``infer_signature``); a stream needs it given, since a call would
             consume a batch.
-        num_threads, max_len, shuffle, seed, ordered, name, batch_size, drop_last, collate:
-            the ``DataLoader`` arguments, used when ``source`` is not a ``DataLoader`` already.
+        num_threads, max_len, shuffle, seed, ordered, name, batch_size, drop_last, collate,
+            num_shards, shard_index, shard_remainder: the ``DataLoader`` arguments, used
+            when ``source`` is not a ``DataLoader`` already. A ``DataLoader`` given keeps
+            its own sharding, which must be the one asked for here, if any.
+        input_context: a ``tf.distribute.InputContext``: shard by its
+            ``num_input_pipelines`` and ``input_pipeline_id`` instead of
+            ``num_shards`` and ``shard_index``.
+        prefetch_to_device: a device such as ``"/GPU:0"``: copy the batches there
+            while the consumer works on earlier ones (``device_prefetch.prefetch_dataset``:
+            tf.data's ``copy_to_device`` and a ``prefetch`` on the device), so the
+            elements arrive on it. The dataset's cardinality is then unknown. A
+            device this process does not have is logged and ignored. Not with
+            ``input_context``: a strategy copies batches to its replicas itself.
+        device_buffer: the most batches waiting on the device, ahead of the one in use.
 
     Returns:
         A dataset whose elements are the batches; its cardinality is the number of
-        batches per epoch when the source has a length.
+        batches per epoch (of this shard) when the source has a length, unless
+        the batches are prefetched to a device.
 
     Raises:
         TypeError: a stream without ``output_signature``, a class where an
             instance is expected, or a batch whose structure cannot be turned into tensors.
-        ValueError: a loader argument is out of range, or there is no batch to
-            infer the signature from.
+        ValueError: a loader argument is out of range, a ``DataLoader`` given is
+            not sharded as asked, or there is no batch to infer the signature from.
     """
     import tensorflow as tf
 
+    device_buffer = check_int("device_buffer", device_buffer, minimum=1)
+    sharding = _sharding(num_shards, shard_index, shard_remainder, input_context, prefetch_to_device)
     if isinstance(source, DataLoader):
         if batch_size is not None:
             raise ValueError("batch_size is for a sample dataset; give it to the DataLoader instead")
         # The yield function is read for inference only; the loader keeps calling it.
         yield_fn = source.yield_fn
+        full_length = epoch_length(yield_fn)
+        length = source.batches_per_epoch if full_length is None else len(source)
+        _check_loader_sharding(source, sharding, explicit=input_context is not None or sharding[0] > 1)
     else:
         # Check the loader's arguments now rather than in TensorFlow's generator thread. The
         # loaders made below take its yield function (the batching adapter with batch_size),
         # and its seed, so every iteration follows one sequence of shuffled orders.
         checked = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
-                             drop_last=drop_last, collate=collate)  # fmt: skip
+                             drop_last=drop_last, collate=collate, **_shard_kwargs(sharding))  # fmt: skip
         checked.close()
         yield_fn, shuffle, seed = checked.yield_fn, checked.shuffle, checked.seed
-    length = epoch_length(yield_fn)
-    if length is None and isinstance(source, DataLoader):
-        length = source.batches_per_epoch
+        loader_args = (num_threads, max_len, shuffle, seed, ordered, name)
+        full_length = epoch_length(yield_fn)
+        length = None if full_length is None else len(checked)
     if output_signature is None:
-        if length is None:
+        if full_length is None:
             raise TypeError(
                 f"{type(yield_fn).__name__} is a stream (no __len__): pass output_signature, "
                 "since inferring it would consume a batch"
             )
-        if length == 0:
+        if full_length == 0:
             raise ValueError("the source has no batches: nothing to infer output_signature from")
         output_signature = infer_signature(yield_fn(0))
 
@@ -131,15 +174,53 @@ def as_tf_dataset(
         epochs = itertools.count()
 
         def generate() -> Iterator[Any]:
-            with DataLoader(
-                yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch=next(epochs)
-            ) as loader:
+            with DataLoader(yield_fn, *loader_args, first_epoch=next(epochs), **_shard_kwargs(sharding)) as loader:
                 yield from _completing(loader)
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
+    if prefetch_to_device is not None:
+        dataset = prefetch_dataset(dataset, prefetch_to_device, device_buffer)
     return dataset
+
+
+def _sharding(
+    num_shards: int,
+    shard_index: int,
+    remainder: Remainder,
+    input_context: tf.distribute.InputContext | None,
+    prefetch_to_device: str | None,
+) -> tuple[int, int, Remainder]:
+    """``(num_shards, shard_index, remainder)``, from the input context if there is one, checked."""
+    if input_context is not None:
+        if (num_shards, shard_index) != (1, 0):
+            raise ValueError(
+                "pass either input_context or num_shards/shard_index, not both: "
+                "the input context says which shard this input pipeline reads"
+            )
+        if prefetch_to_device is not None:
+            raise ValueError(
+                "prefetch_to_device does not go with input_context: the strategy copies each batch to its "
+                "replica's device itself (tf.distribute.InputOptions(experimental_fetch_to_device=True), the default)"
+            )
+        num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
+    return check_shard(num_shards, shard_index, remainder)
+
+
+def _shard_kwargs(sharding: tuple[int, int, Remainder]) -> dict[str, Any]:
+    return dict(zip(("num_shards", "shard_index", "shard_remainder"), sharding, strict=True))
+
+
+def _check_loader_sharding(loader: DataLoader, sharding: tuple[int, int, Remainder], explicit: bool) -> None:
+    """A given DataLoader reads the shard it was built for: it must be the one asked for, if one was."""
+    built, asked = (loader.num_shards, loader.shard_index), sharding[:2]
+    if explicit and built != asked:
+        raise ValueError(
+            f"the DataLoader given reads shard {built[1]} of {built[0]}, but shard {asked[1]} of {asked[0]} "
+            "was asked for: build the DataLoader with those num_shards and shard_index, or pass its yield "
+            "function instead"
+        )
 
 
 def _completing(loader: DataLoader) -> Iterator[Any]:

@@ -4,7 +4,8 @@
 plus a bounded queue) for each of the training, validation and test data, and
 the user's task callables, which run in the thread that called ``run``. That is
 the main thread in a training script, where TensorFlow steps belong. ``Train``
-knows nothing of TensorFlow either: a task is any callable taking a batch.
+knows nothing of TensorFlow either: a task is any callable taking a batch. Only
+``prefetch_to_device`` brings TensorFlow in, through ``DevicePrefetcher``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import numpy as np
 
 from ._checks import check_bool, check_int
 from .data_loader import STOP_TIMEOUT, DataLoader
+from .device_prefetch import DevicePrefetcher
 from .progress import PassProgress, progress_mode
+from .sharding import Remainder
 from .yield_function import epoch_length
 
 __all__ = ["EpochStats", "PassStats", "Train"]
@@ -128,6 +131,16 @@ class Train:
         on_error, max_errors, error_log, call_timeout, thread_init: passed to every
             loader (see ``DataLoader``); the loaders share one error budget count
             each, and append to the same ``error_log``.
+        num_shards, shard_index, shard_remainder: read only shard ``shard_index`` of
+            ``num_shards`` of each training epoch, for multi-worker training (see
+            ``DataLoader``); validation and test data are not sharded.
+        prefetch_to_device: a device such as ``"/GPU:0"``: a ``DevicePrefetcher``
+            thread copies the next batches there while the task runs, and every
+            task gets its batch as tensors already on that device. Imports
+            TensorFlow. A device this process does not have is logged once and
+            ignored (the tasks then get the batches as the loaders made them).
+        device_buffer: with ``prefetch_to_device``, the most batches copied ahead
+            of the one the task is running on.
 
     Raises:
         TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
@@ -161,6 +174,11 @@ class Train:
         error_log: str | os.PathLike[str] | None = None,
         call_timeout: float | None = None,
         thread_init: Callable[[int], Any] | None = None,
+        num_shards: int = 1,
+        shard_index: int = 0,
+        shard_remainder: Remainder = "pad",
+        prefetch_to_device: str | None = None,
+        device_buffer: int = 2,
     ) -> None:
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
@@ -179,6 +197,7 @@ class Train:
         )
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.keep_outputs = check_bool("keep_outputs", keep_outputs)
+        check_int("device_buffer", device_buffer, minimum=1)
         self.main_task = main_task
         self.val_task = val_task
         self.test_task = test_task
@@ -188,6 +207,7 @@ class Train:
         indexed = batch_size is not None or epoch_length(train_yield) is not None
         batching = dict(batch_size=batch_size, collate=collate)
         train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed, drop_last=drop_last)
+        train_kwargs.update(num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder)
         if indexed and batches_per_epoch is not None:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
         if not indexed:
@@ -214,6 +234,9 @@ class Train:
         # their threads start when first iterated. Each run() closes the loaders it
         # used, and the next one builds new ones.
         self._loaders: dict[str, DataLoader] | None = self._make_loaders()
+        self._prefetcher = None
+        if prefetch_to_device is not None:
+            self._prefetcher = DevicePrefetcher(prefetch_to_device, device_buffer, name="train-to-device")
 
     def run(self, epochs: int = 1, progress: bool | None = None) -> list[EpochStats]:
         """Train for ``epochs`` epochs, validating after each one when there is validation data.
@@ -299,9 +322,9 @@ class Train:
         except BaseException:
             # An error or Ctrl-C: wait only a moment, so that a slow yield function
             # cannot hold the error back.
-            _close_all(list(loaders.values()), STOP_TIMEOUT)
+            _close_all(list(loaders.values()), STOP_TIMEOUT, self._prefetcher)
             raise
-        _close_all(list(loaders.values()), None)
+        _close_all(list(loaders.values()), None, self._prefetcher)
 
     def _make_loaders(self) -> dict[str, DataLoader]:
         loaders = {}
@@ -364,7 +387,8 @@ class Train:
         stats = PassStats()
         means = _Means()
         start = ready = time.perf_counter()
-        with closing(iter(loader)) as batches:  # closed at once on a stop, an error, or Ctrl-C
+        source = loader if self._prefetcher is None else self._prefetcher.iterate(loader)
+        with closing(iter(source)) as batches:  # closed at once on a stop, an error, or Ctrl-C
             for batch in batches:
                 stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
                 output = task(batch)
@@ -427,21 +451,30 @@ def _alias(name: str, value: Any, alias: str, alias_value: Any, default: Any) ->
     return alias, alias_value
 
 
-def _close_all(loaders: list[DataLoader], timeout: float | None) -> None:
+def _close_all(loaders: list[DataLoader], timeout: float | None, prefetcher: DevicePrefetcher | None = None) -> None:
     """Stop every loader before waiting for any, so that an interrupt while waiting
-    for one (a second Ctrl-C) cannot leave another's threads running unstopped."""
+    for one (a second Ctrl-C) cannot leave another's threads running unstopped;
+    then the device prefetcher's copy thread, which ends once its loader stops."""
     try:
         for loader in loaders:
             loader.stop()
     finally:
         deadline = None if timeout is None else time.monotonic() + timeout
-        for loader in loaders:
-            try:
-                loader.close(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-            except BaseException:
-                for rest in loaders:
-                    rest.stop()
-                raise
+        try:
+            for loader in loaders:
+                try:
+                    loader.close(timeout=_left(deadline))
+                except BaseException:
+                    for rest in loaders:
+                        rest.stop()
+                    raise
+        finally:
+            if prefetcher is not None:
+                prefetcher.close(timeout=_left(deadline))
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 def _stats_dict(stats: EpochStats) -> dict[str, Any]:

@@ -157,3 +157,41 @@ def test_video_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "| parallel_loader |" in out and "target every clip exact: met" in out
     assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
     assert json.loads((tmp_path / "video_decode.json").read_text())["sets"]["ucf"]["videos"] == 2
+
+
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# The lines nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used --format=csv,noheader,nounits prints.
+echo "0, NVIDIA H100 80GB HBM3, 40, 1000"
+echo "1, NVIDIA A100-SXM4-40GB, 5, 10"
+echo "0, NVIDIA H100 80GB HBM3, 60, 3000"
+echo "0, NVIDIA H100 80GB HBM3, [N/A], 3000"
+echo "0, NVIDIA H100 80GB HBM3, 80, 2000"
+touch "$(dirname "$0")/printed"
+exec sleep 60
+"""
+
+
+def test_gpu_sampler_reads_nvidia_smi_lines(tmp_path: Path) -> None:
+    import time
+
+    from benchmarks.gpu_sampler import GpuSampler
+
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(FAKE_NVIDIA_SMI)
+    fake.chmod(0o755)
+    assert GpuSampler.available(str(fake)) and not GpuSampler.available(str(tmp_path / "missing"))
+    with GpuSampler(interval=0.1, command=str(fake)) as sampler:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "printed").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    summary = sampler.summary()
+    assert summary[0] == {
+        "name": "NVIDIA H100 80GB HBM3",
+        "samples": 3,
+        "util_median": 60.0,
+        "util_mean": 60.0,
+        "util_max": 80.0,
+        "memory_max_mib": 3000.0,
+    }
+    assert summary[1]["samples"] == 1 and summary[1]["util_max"] == 5.0
+    assert sampler.errors == ["0, NVIDIA H100 80GB HBM3, [N/A], 3000"]  # kept, not counted

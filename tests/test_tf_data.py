@@ -241,3 +241,88 @@ def test_keras_steps_per_epoch_with_repeat_gets_every_step_and_new_loader_epochs
     assert counter.steps == 4 * 5  # 20 steps from loader epochs of 8 batches; without .repeat(), 16
     assert source.begun[:3] == [0, 1, 2]
     wait_for_no_threads("steps")
+
+
+def shard_indices(dataset) -> list[int]:
+    return [int(y[0]) for _, y in dataset]
+
+
+def test_input_context_shards_the_epoch_among_the_input_pipelines():
+    """What distribute_datasets_from_function gives each worker: disjoint, equal shards that cover the epoch."""
+    source = Batches(n=10)
+    shards = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2)
+        dataset = as_tf_dataset(source, num_threads=2, shuffle=True, seed=4, input_context=context, name="ctx")
+        assert dataset.cardinality().numpy() == 5
+        shards.append([shard_indices(dataset) for _ in range(2)])  # two epochs
+        wait_for_no_threads("ctx")
+    for epoch in range(2):
+        first, second = shards[0][epoch], shards[1][epoch]
+        assert len(first) == len(second) == 5
+        assert sorted(first + second) == list(range(10))
+    assert shards[0][0] != shards[0][1]  # a new global permutation each epoch
+
+
+def test_input_context_with_a_remainder_and_the_per_replica_batch_size():
+    class PerReplica(Batches):
+        def __init__(self, context):
+            super().__init__(n=5)
+            self.batch_size = context.get_per_replica_batch_size(8)
+
+        def __call__(self, index):
+            return np.full((self.batch_size, 3), index, np.float32), np.full(self.batch_size, index)
+
+    got = []
+    for pipeline in range(2):
+        context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2)
+        dataset = as_tf_dataset(PerReplica(context), num_threads=1, input_context=context, shard_remainder="drop")
+        batches = list(dataset)
+        assert all(x.shape == (4, 3) for x, _ in batches)
+        got.append([int(y[0]) for _, y in batches])
+    assert got == [[0, 2], [1, 3]]  # 5 batches for 2 pipelines: the last one dropped
+
+
+def test_a_data_loader_given_must_be_the_shard_asked_for():
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2)
+    with DataLoader(Batches(n=6), num_threads=2, num_shards=2, shard_index=1, ordered=True, name="given") as loader:
+        dataset = as_tf_dataset(loader, input_context=context)
+        assert dataset.cardinality().numpy() == 3
+        assert shard_indices(dataset) == [1, 3, 5]
+        with pytest.raises(ValueError, match="reads shard 1 of 2, but shard 0 of 2 was asked for"):
+            as_tf_dataset(loader, num_shards=2, shard_index=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_shards": 2}, "either input_context or num_shards/shard_index"),
+        ({"prefetch_to_device": "/CPU:0"}, "prefetch_to_device does not go with input_context"),
+    ],
+)
+def test_input_context_conflicts_are_clear_errors(kwargs, message):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=0, num_replicas_in_sync=2)
+    with pytest.raises(ValueError, match=message):
+        as_tf_dataset(Batches(), input_context=context, **kwargs)
+
+
+def test_sharding_arguments_are_checked_at_once():
+    with pytest.raises(ValueError, match=r"shard_index must be in range\(num_shards\)"):
+        as_tf_dataset(Batches(), num_shards=2, shard_index=2)
+    with pytest.raises(ValueError, match="needs a seed, the same on every shard"):
+        as_tf_dataset(Batches(), num_shards=2, shuffle=True)
+    with pytest.raises(ValueError, match="device_buffer must be at least 1"):
+        as_tf_dataset(Batches(), prefetch_to_device="/CPU:0", device_buffer=0)
+
+
+def test_prefetch_to_device_delivers_the_batches_on_the_device(caplog):
+    dataset = as_tf_dataset(Batches(n=6), num_threads=2, ordered=True, prefetch_to_device="/CPU:0", name="dev")
+    for _ in range(2):  # each iteration is still one loader epoch
+        got = list(dataset)
+        assert [int(y[0]) for _, y in got] == list(range(6))
+        assert all(x.device.endswith("CPU:0") and y.device.endswith("CPU:0") for x, y in got)
+    wait_for_no_threads("dev")
+    with caplog.at_level("WARNING", logger="parallel_loader.device_prefetch"):
+        unmoved = as_tf_dataset(Batches(n=6), prefetch_to_device="/GPU:7")
+    assert unmoved.cardinality().numpy() == 6  # left as it was: the copy would make it unknown
+    assert len([r for r in caplog.records if "/GPU:7" in r.getMessage()]) == 1

@@ -147,7 +147,8 @@ def test_keyboard_interrupt_in_the_main_task_stops_every_thread():
     assert not loader_threads()
 
 
-def test_ctrl_c_while_waiting_for_data_propagates_at_once_and_stops_every_thread():
+@pytest.mark.parametrize("prefetch_to_device", [None, "/CPU:0"])  # with a device, a copy thread waits too
+def test_ctrl_c_while_waiting_for_data_propagates_at_once_and_stops_every_thread(prefetch_to_device):
     """A real SIGINT reaches the main thread while it waits for a batch that is slow to come."""
     entered, release = threading.Event(), threading.Event()
 
@@ -171,7 +172,10 @@ def test_ctrl_c_while_waiting_for_data_propagates_at_once_and_stops_every_thread
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
-            Train(lambda b: None, Stuck(), val_yield=Stuck(), val_task=print, max_nthread=2).run(1)
+            Train(
+                lambda b: None, Stuck(), val_yield=Stuck(), val_task=print, max_nthread=2,
+                prefetch_to_device=prefetch_to_device,
+            ).run(1)  # fmt: skip
         interrupted_after = time.monotonic() - started
         # the loader threads still inside the yield function take no more work
         # and end as soon as their call returns
