@@ -10,6 +10,7 @@ threads call it concurrently, so it must be thread-safe.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -75,13 +76,18 @@ def checked_len(obj: Any, what: str) -> int:
 
     Raises:
         TypeError: ``len()`` failed or did not return an int.
-        ValueError: it is negative.
+        ValueError: it is negative, or larger than ``sys.maxsize``.
     """
     try:
         return len(obj)
     except TypeError as exc:
         raise TypeError(
             f"len() of {type(obj).__name__} failed: {exc}; __len__ must return the number of {what} as an int"
+        ) from exc
+    except OverflowError as exc:  # CPython's own message for a length past sys.maxsize
+        raise ValueError(
+            f"len() of {type(obj).__name__} is too large ({exc}): __len__ must return the number of {what}, "
+            f"at most {sys.maxsize}"
         ) from exc
     except ValueError as exc:  # CPython's own message for a negative __len__
         raise ValueError(f"len() of {type(obj).__name__} must be >= 0: {exc}") from exc
@@ -93,7 +99,7 @@ def epoch_length(yield_fn: Any) -> int | None:
     Raises:
         TypeError: ``yield_fn`` is a class rather than an instance, is not
             callable, is a generator function, or its length is not an int.
-        ValueError: its length is negative.
+        ValueError: its length is negative, or larger than ``sys.maxsize``.
     """
     check_instance(yield_fn)
     if inspect.isgeneratorfunction(yield_fn) or inspect.isgenerator(yield_fn) or isinstance(yield_fn, Iterator):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from parallel_loader import DataLoader
 from parallel_loader.epoch_plan import _SHUFFLE_KEY
+from parallel_loader.errors import ErrorBudgetExceeded
 from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
 from parallel_loader.video.dataset import _CLIP_KEY, _ORDER_KEY
 
@@ -130,6 +132,13 @@ def test_frame_count_and_probe(video):
     info = probe(video)
     assert (info.frames, info.width, info.height) == (N_FRAMES, 40, 32)
     assert info.fps == pytest.approx(25)
+
+
+def test_read_clip_says_how_to_pass_a_square_size(video):
+    with pytest.raises(
+        TypeError, match=r"size must be a \(height, width\) pair, got the single number 112: pass \(112, 112\)"
+    ):
+        read_clip(video, 0, 2, 1, 112)
 
 
 @pytest.mark.parametrize(
@@ -480,6 +489,14 @@ def test_classes_argument_fixes_the_label_order(tree):
         (dict(seed=-1), ValueError),
         (dict(seed=1.5), TypeError),
         (dict(stride=True), TypeError),
+        (dict(classes="walk"), TypeError),  # a str would be read as the classes "w", "a", "l", "k"
+        (dict(extensions=".avi"), TypeError),
+        (dict(crop_fraction="x"), TypeError),
+        (dict(crop_fraction=0), ValueError),
+        (dict(train="no"), TypeError),  # a non-empty string would be read as True
+        (dict(seek="False"), TypeError),
+        (dict(exact_counts=1), TypeError),
+        (dict(size=16), TypeError),
     ],
 )
 def test_video_folder_rejects_bad_arguments(tree, kwargs, error):
@@ -509,3 +526,35 @@ def test_video_folder_with_seek_makes_the_same_batches(tree):
         ):
             np.testing.assert_array_equal(x, x2)
             np.testing.assert_array_equal(y, y2)
+
+
+def test_video_folder_root_must_be_a_path_and_one_level_too_high_gets_a_hint(tree, tmp_path):
+    with pytest.raises(TypeError, match="root must be the path of a folder of class folders, got NoneType None"):
+        folder(None)
+    write_video(tmp_path / "data" / "train" / "a" / "v0.avi", 20, video_id=0)
+    with pytest.raises(ValueError, match=r"holds class folders itself; did you mean root=.*data/train'\?"):
+        folder(tmp_path / "data")
+
+
+def test_files_skipped_in_a_loader_are_in_its_error_records_manifest_and_budget(bad_tree, tmp_path):
+    manifest = tmp_path / "errors.jsonl"
+    data = folder(bad_tree, on_error="skip", dtype="uint8")  # cut.avi fails only when decoded
+    with DataLoader(data, num_threads=2, on_error="skip", error_log=manifest) as loader:
+        batches = list(loader)
+    assert len(batches) == len(data)  # its clips were replaced, no batch was lost
+    cut = str(bad_tree / "b" / "cut.avi")
+    assert [r.context["path"] for r in loader.errors] == [cut]
+    record = loader.errors[0]
+    assert record.epoch == 0 and record.type == "VideoDecodeError" and 0 <= record.index < len(data)
+    assert "truncated or corrupt" in record.context["reason"]
+    assert [json.loads(line)["context"]["path"] for line in manifest.read_text().splitlines()] == [cut]
+
+    data = folder(bad_tree, on_error="skip", dtype="uint8")
+    loader = DataLoader(data, num_threads=2, on_error="skip", max_errors=0)
+    with loader, pytest.raises(ErrorBudgetExceeded, match=r"cut\.avi"):
+        list(loader)
+
+
+def test_a_failed_call_records_the_files_of_its_batch(bad_tree):
+    data = folder(bad_tree, on_error="skip", dtype="uint8", train=False)
+    assert data.error_context(0) == {"epoch": 0, "paths": [p for p, _, _ in data.samples[:4]]}

@@ -157,6 +157,23 @@ def sample_list(
     return SampleList(tuple(names), tuple(samples))
 
 
+def root_path(root: object) -> Path:
+    """``root`` as a ``Path``, refusing what is not a path (``None``, say) with a clear message."""
+    if not isinstance(root, str | os.PathLike):
+        raise TypeError(f"root must be the path of a folder of class folders, got {type(root).__name__} {root!r}")
+    return Path(root)
+
+
+def _one_level_down(root: Path, name: str, extensions: set[str]) -> str:
+    """A hint when ``root`` is one level above the class folders (``data`` for ``data/train``)."""
+    below = root / name
+    if any(
+        p.is_file() and p.suffix.lower() in extensions for sub in below.iterdir() if sub.is_dir() for p in sub.iterdir()
+    ):
+        return f": {below} holds class folders itself; did you mean root={str(below)!r}?"
+    return ""
+
+
 def folder_samples(
     root: str | os.PathLike[str],
     classes: Sequence[str] | None = None,
@@ -177,7 +194,10 @@ def folder_samples(
         ValueError: ``root`` is not a folder, or has no class folder, or a class
             folder has no video (the message says where it looked).
     """
-    root = Path(root)
+    root = root_path(root)
+    for name, value in (("classes", classes), ("extensions", extensions)):
+        if isinstance(value, str):
+            raise TypeError(f"{name} must be a list of strings, got the single string {value!r}: pass [{value!r}]")
     extensions = {e.lower() for e in extensions}
     if not root.exists():
         raise FileNotFoundError(2, "video root folder not found", str(root))
@@ -202,7 +222,7 @@ def folder_samples(
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
-                "every class folder needs at least one"
+                f"every class folder needs at least one{_one_level_down(root, name, extensions)}"
             )
         samples.extend(VideoSample(str(p), label) for p in files)
     return SampleList(tuple(classes), tuple(samples))

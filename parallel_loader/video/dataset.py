@@ -16,13 +16,13 @@ import itertools
 import logging
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from .._checks import check_int
+from .._checks import check_bool, check_int
 from ..yield_function import YieldFunction
 from .annotations import SampleList, VideoSample, sample_list
 from .decode import _check_clip_args, frame_count, probe, read_clip
@@ -184,6 +184,10 @@ class VideoDataset(YieldFunction):
             raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
         if dtype not in ("float32", "uint8"):
             raise ValueError(f"dtype must be 'float32' or 'uint8', got {dtype!r}")
+        if isinstance(crop_fraction, bool) or not isinstance(crop_fraction, int | float | np.number):
+            raise TypeError(
+                f"crop_fraction must be a number in (0, 1], got {type(crop_fraction).__name__} {crop_fraction!r}"
+            )
         if not 0 < crop_fraction <= 1:
             raise ValueError(f"crop_fraction must be in (0, 1], got {crop_fraction!r}")
         if sampling not in SAMPLINGS:
@@ -199,6 +203,11 @@ class VideoDataset(YieldFunction):
             raise ValueError("num_clips and num_crops are for evaluation: pass train=False")
         if seed is not None:
             seed = check_int("seed", seed, minimum=0)
+        train, exact_counts, seek = (
+            check_bool("train", train),
+            check_bool("exact_counts", exact_counts),
+            check_bool("seek", seek),
+        )
         if not isinstance(samples, SampleList):
             samples = sample_list(samples, classes)
         elif classes is not None:
@@ -223,6 +232,7 @@ class VideoDataset(YieldFunction):
         # Written by loader threads, so only by list.append and dict item assignment,
         # which are atomic in CPython (see the Python FAQ on thread-safe mutations).
         self.skipped: dict[str, str] = {}
+        self._error_sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None = None
         self._replacements: list[tuple[int, int, str]] = []
         self._videos = self._open_all(samples.samples)
         self.samples: list[tuple[str, int, int]] = [(v.path, v.label, v.stop - v.first) for v in self._videos]
@@ -241,11 +251,7 @@ class VideoDataset(YieldFunction):
         if not 0 <= index < len(self):
             raise IndexError(f"batch index {index} out of range for {len(self)} batches")
         epoch, order = self._state
-        positions = range(index * self.batch_size, (index + 1) * self.batch_size)
-        if order is not None:
-            chosen = [(p, int(order[p % len(order)])) for p in positions]
-        else:
-            chosen = [(p, p) for p in positions if p < len(self._videos)]
+        chosen = self._chosen(index, order)
         views = () if self.views is None else (self.views,)
         clips = np.empty((len(chosen), *views, self.clip_len, *self.size, 3), dtype=self.dtype)
         labels = np.empty(len(chosen), dtype=np.int64)
@@ -256,6 +262,22 @@ class VideoDataset(YieldFunction):
     def on_epoch_begin(self, epoch: int) -> None:
         """Called by the DataLoader before the first call of ``epoch``: make that epoch's batches from now on."""
         self.set_epoch(epoch)
+
+    def error_context(self, index: int) -> dict[str, Any]:
+        """The files of batch ``index`` in the current epoch, for the loader's error records."""
+        epoch, order = self._state
+        return {"epoch": epoch, "paths": [self._videos[sample].path for _, sample in self._chosen(index, order)]}
+
+    def set_error_sink(self, sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None) -> None:
+        """Report each file skipped while making batches to ``sink(index, exc, context)``.
+
+        A ``DataLoader`` calls this with its own sink, so that with
+        ``on_error="skip"`` a file that fails during an epoch is one record in the
+        loader's ``errors`` and ``error_log`` (context: the path and the reason)
+        and counts against its ``max_errors``, as a failed call does. Files left
+        out at construction are in ``skipped`` and were logged then.
+        """
+        self._error_sink = sink
 
     # Public extras.
 
@@ -352,6 +374,13 @@ class VideoDataset(YieldFunction):
         else:
             raise VideoDecodeError(path, reason) from cause
 
+    def _chosen(self, index: int, order: np.ndarray | None) -> list[tuple[int, int]]:
+        """Batch ``index``'s ``(position, sample)`` pairs; a short last batch is topped up in training."""
+        positions = range(index * self.batch_size, (index + 1) * self.batch_size)
+        if order is not None:
+            return [(p, int(order[p % len(order)])) for p in positions]
+        return [(p, p) for p in positions if p < len(self._videos)]
+
     def _order(self, epoch: int) -> np.ndarray | None:
         """The samples in epoch ``epoch``'s order for training; ``None`` (listed order) for evaluation."""
         if not self.train:
@@ -384,7 +413,7 @@ class VideoDataset(YieldFunction):
                     if self.on_error == "raise":
                         raise
                     reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)
-                    self._skip(video.path, reason + _listed(video.origin))
+                    self._skip(video.path, reason + _listed(video.origin), exc, position // self.batch_size)
             bad = bad or video.path
         raise AssertionError("unreachable: itertools.count() never ends")
 
@@ -423,10 +452,13 @@ class VideoDataset(YieldFunction):
                 else:
                     np.multiply(view, np.float32(1 / 255), out=target)
 
-    def _skip(self, key: str, reason: str) -> None:
+    def _skip(self, key: str, reason: str, exc: BaseException | None = None, index: int | None = None) -> None:
         if key not in self.skipped:
             self.skipped[key] = reason
             log.warning("skipping video %s: %s", key, reason)
+            sink = self._error_sink
+            if sink is not None and exc is not None:
+                sink(index, exc, {"path": key, "reason": reason})
 
 
 _EXACT_HINT = "; if its header overstates the frame count, pass exact_counts=True to count frames by decoding"

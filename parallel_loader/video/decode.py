@@ -258,7 +258,11 @@ def _check_clip_args(start: object, clip_len: object, stride: object, size: obje
         raise ValueError(f"start must be a non-negative int, got {start!r}")
     check_int("clip_len", clip_len, minimum=1)
     check_int("stride", stride, minimum=1)
+    if isinstance(size, int | np.integer) and not isinstance(size, bool):
+        raise TypeError(f"size must be a (height, width) pair, got the single number {size!r}: pass ({size}, {size})")
     if size is not None and (
-        len(size) != 2 or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
+        not isinstance(size, tuple | list)
+        or len(size) != 2
+        or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
     ):
         raise ValueError(f"size must be (height, width) of positive ints, or None, got {size!r}")

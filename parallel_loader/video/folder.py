@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Literal
 
-from .annotations import VIDEO_EXTENSIONS, folder_samples
+from .annotations import VIDEO_EXTENSIONS, folder_samples, root_path
 from .dataset import VideoDataset
 from .sampling import Sampling
 
@@ -80,7 +79,7 @@ class VideoFolder(VideoDataset):
         num_clips: int | None = None,
         num_crops: int | None = None,
     ) -> None:
-        self.root = Path(root)
+        self.root = root_path(root)
         super().__init__(
             folder_samples(self.root, classes, extensions),
             batch_size,
