@@ -10,6 +10,11 @@ With no data at ``--data``, the synthetic sample set is made there first
 
     python examples/train_video.py --data data/sample --threads 2 --epochs 30
 
+With ``--checkpoint-dir DIR`` the model, the optimizer and the loaders' position are
+saved together every ``--checkpoint-every`` steps, at the end, and on Ctrl-C; the
+same command run again resumes from the latest checkpoint, mid-epoch: the batches
+not yet trained on, then the remaining epochs (``examples/checkpointing.py``).
+
 Exits with status 1 when something fails, including a final validation accuracy
 below ``--min-val-accuracy``. TensorFlow's start-up lines are hidden unless ``--verbose``.
 """
@@ -38,7 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clip-len", type=int, default=8, help="frames per clip")
     parser.add_argument("--stride", type=int, default=2, help="step between a clip's frames")
     parser.add_argument("--size", type=int, nargs=2, default=(48, 64), metavar=("H", "W"), help="frame size")
-    parser.add_argument("--seek", action="store_true", help="seek to each clip's start instead of grabbing up to it")
+    parser.add_argument(
+        "--seek",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="seek to the keyframe before each clip (exact; the default) or, with --no-seek, decode from frame 0",
+    )
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate at the start (cosine decay)")
     parser.add_argument("--eval-clips", type=int, default=3, help="clips per video in the final evaluation")
     parser.add_argument(
@@ -51,12 +61,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--prefetch-to-device", metavar="DEVICE", help="copy batches to this device (e.g. /GPU:0) ahead of the step"
     )
     parser.add_argument("--report", type=Path, help="write the per-epoch figures here as JSON")
+    parser.add_argument(
+        "--checkpoint-dir", type=Path, help="save model, optimizer and loader state here, and resume from it"
+    )
+    parser.add_argument("--checkpoint-every", type=int, default=100, help="training steps between checkpoints")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("absl").setLevel(logging.WARNING)  # TensorFlow's checkpoint writer logs each save
     # Imported here, after the argument check, because TensorFlow takes seconds to load.
     from parallel_loader.tf_startup import device_line, import_tensorflow
 
@@ -102,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(len(train_data.classes), (args.clip_len, *args.size, 3))
     # A cosine decay of the learning rate settles the weights by the last epoch.
     schedule = keras.optimizers.schedules.CosineDecay(args.lr, decay_steps=args.epochs * len(train_data))
-    train_step = make_train_step(model, keras.optimizers.Adam(schedule))
+    optimizer = keras.optimizers.Adam(schedule)
+    train_step = make_train_step(model, optimizer)
     eval_step = make_eval_step(model)
 
     val_accuracy: list[float] = []
@@ -127,8 +143,24 @@ def main(argv: list[str] | None = None) -> int:
         stats.train.outputs.clear()  # kept only for these figures
         stats.val.outputs.clear()
 
+    checkpoint = None
+    if args.checkpoint_dir is not None:
+        from checkpointing import TrainingCheckpoint
+
+        optimizer.build(model.trainable_variables)  # its slots exist now, so a restore fills them at once
+        checkpoint = TrainingCheckpoint(args.checkpoint_dir, model=model, optimizer=optimizer)
+    steps = 0
+
+    def train_task(batch: tuple[np.ndarray, np.ndarray]) -> tuple[object, object]:
+        nonlocal steps
+        outputs = train_step(*batch)
+        steps += 1
+        if checkpoint is not None and steps % args.checkpoint_every == 0:
+            checkpoint.save(trainer)
+        return outputs
+
     trainer = Train(
-        lambda batch: train_step(*batch),
+        train_task,
         train_data,
         val_data,
         num_threads=args.threads,
@@ -140,9 +172,32 @@ def main(argv: list[str] | None = None) -> int:
         on_epoch_end=on_epoch_end,
         prefetch_to_device=args.prefetch_to_device,
     )
+    if checkpoint is not None and (restored := checkpoint.restore(trainer)) is not None:
+        done = trainer.state_dict()["train"]["done"]
+        print(
+            f"resumed from {restored}: {len(trainer.history)} epochs done, "
+            f"{sum(stop - start for start, stop in done)} batches of the next one",
+            flush=True,
+        )
     start = time.perf_counter()
-    trainer.run(args.epochs, progress=args.progress)
+    remaining = args.epochs - len(trainer.history)
+    try:
+        if remaining > 0:
+            trainer.run(remaining, progress=args.progress)
+    except KeyboardInterrupt:
+        if checkpoint is None:
+            raise
+        print(f"interrupted: saved {checkpoint.save(trainer)}; run the same command to resume", flush=True)
+        return 130
+    if checkpoint is not None:
+        checkpoint.save(trainer)
     elapsed = time.perf_counter() - start
+    if not val_accuracy:  # every epoch was done before this run: measure it once
+        correct = 0
+        with DataLoader(val_data, num_threads=args.threads, max_len=args.max_len) as loader:
+            for batch in loader:
+                correct += int(eval_step(*batch)[1])
+        val_accuracy.append(correct / len(val_data.samples))
     print(f"final validation accuracy {val_accuracy[-1]:.3f} after {args.epochs} epochs in {elapsed:.0f} s")
 
     # Multi-view evaluation: the loader's threads decode the views while this thread scores them.
