@@ -1,4 +1,4 @@
-"""examples/train_video.py --checkpoint-dir: Ctrl-C saves model, optimizer and loader state; a rerun resumes mid-epoch."""
+"""train_video.py --checkpoint-dir: Ctrl-C saves model, optimizer and loader state; a rerun resumes mid-epoch."""
 
 from __future__ import annotations
 
