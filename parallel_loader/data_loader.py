@@ -705,7 +705,8 @@ class DataLoader:
         elapsed = time.monotonic() - started if started is not None else float(self.call_timeout or 0)
         error = LoaderTimeout(
             f"{self.name}: the call of the yield function for index {where} in thread {slot.thread.name} "
-            f"has run {elapsed:.1f} s, past call_timeout={self.call_timeout} s. Its stack now:\n{slot.stack()}",
+            f"has run {elapsed:.1f} s, past call_timeout={self.call_timeout} s. Its stack now:\n"
+            + slot.stack(skip=(__file__,)),
             thread=slot.thread.name,
             index=where,
             elapsed=elapsed,

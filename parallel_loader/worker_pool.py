@@ -45,10 +45,24 @@ class CallSlot:
         self.started: float | None = None  # None while the thread is not in a call
         self.abandoned = False  # the watchdog gave up on this thread's call
 
-    def stack(self) -> str:
-        """The last frames of the thread's current stack, most recent call last ('' if it has ended)."""
+    def stack(self, skip: tuple[str, ...] = ()) -> str:
+        """The thread's current stack from the yield function down, most recent call last ('' if it has ended).
+
+        The frames of ``threading``, of this module and of the files in ``skip`` above
+        the call are left out: they are the same for every call and say nothing about
+        where it is stuck.
+        """
         frame = sys._current_frames().get(self.thread.ident or -1)
-        return "".join(traceback.format_stack(frame, limit=12)) if frame is not None else ""
+        if frame is None:
+            return ""
+        frames = traceback.extract_stack(frame)
+        first = 0
+        while first < len(frames) - 1 and frames[first].filename in (threading.__file__, __file__, *skip):
+            first += 1
+        return "".join(traceback.format_list(frames[first:][-_STACK_FRAMES:]))
+
+
+_STACK_FRAMES = 20  # the most frames a stuck call's stack shows
 
 
 class WorkerPool:
