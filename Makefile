@@ -49,6 +49,7 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 8
 	$(PY) -m benchmarks.video_decode --quiet 5
+	$(PY) -m benchmarks.epoch_boundary --rounds 3 --quiet 5
 
 # The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
 # and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.

@@ -16,6 +16,7 @@ samples past the last full batch are in none).
 
 from __future__ import annotations
 
+import functools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_bool, check_int
-from .yield_function import YieldFunction, check_instance, checked_len
+from .yield_function import YieldFunction, check_instance, checked_len, has_epoch_hooks
 
 __all__ = ["SampleBatches", "default_collate"]
 
@@ -91,6 +92,11 @@ class SampleBatches(YieldFunction):
         self.seed = check_int("seed", seed, minimum=0) if seed is not None else _draw_seed()
         self._epoch = 0
         self._order = self._sample_order(0)
+        if not has_epoch_hooks(samples):
+            # The samples do not depend on the epoch, so batches of two epochs can be
+            # made at once: the loader then overlaps epochs (see DataLoader).
+            self._order_cached = functools.lru_cache(maxsize=4)(self._sample_order)
+            self.get_batch = self._get_batch
 
     def __len__(self) -> int:
         """Batches per epoch, from the number of samples now."""
@@ -99,8 +105,15 @@ class SampleBatches(YieldFunction):
 
     def __call__(self, index: int) -> Any:
         """Make batch ``index`` of the current epoch: collate its samples, fetched in this thread."""
+        return self._collate_batch(index, self._order)
+
+    def _get_batch(self, index: int, epoch: int) -> Any:
+        """Make batch ``index`` of ``epoch``, whatever the current one (``get_batch`` when the samples allow it)."""
+        return self._collate_batch(index, self._order if epoch == self._epoch else self._order_cached(epoch))
+
+    def _collate_batch(self, index: int, order: Sequence[int]) -> Any:
         start = index * self.batch_size
-        positions = self._order[start : start + self.batch_size]
+        positions = order[start : start + self.batch_size]
         if index < 0 or not len(positions):
             raise IndexError(f"batch {index} is out of range: the epoch has {len(self)} batches")
         return self.collate([self._get(int(position)) for position in positions])

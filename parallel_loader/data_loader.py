@@ -14,12 +14,14 @@ What stays here is the consumer's side: starting and ending epochs, handing
 slots of the plan to the threads, ordered reassembly, and raising failures.
 The loader knows nothing of what a batch is: no video, no TensorFlow.
 
-Every queued result is tagged with its epoch, so results of an epoch that was
-abandoned part way are recognised and dropped.
+Every queued result is tagged with its plan's tag, so results of an epoch that was
+abandoned part way are recognised and dropped, and results of the next epoch made
+ahead (see ``overlap_epochs``) are kept for it.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import threading
@@ -37,7 +39,7 @@ from .errors import LoaderClosed, LoaderTimeout
 from .fifo_queue import FIFOQueue, QueueClosed
 from .sharding import Remainder, check_shard, shard_length, shard_positions
 from .worker_pool import CallSlot, WorkerPool
-from .yield_function import epoch_length
+from .yield_function import epoch_length, has_epoch_hooks
 
 __all__ = ["STOP_TIMEOUT", "DataLoader", "LoaderClosed"]
 
@@ -53,6 +55,8 @@ _STATE_FORMAT = 1
 # Stands in the result queue for a stream call that raised StopIteration, so that
 # every slot handed out is accounted for. Never None: None can be a batch.
 _NO_BATCH = object()
+# What a loader thread makes: (plan tag, epoch, slot, position, index).
+_Task = tuple[int, int, int, int, int]
 
 # Exceptions that on_error="skip" never skips.
 _NEVER_SKIPPED = (MemoryError,)
@@ -164,6 +168,7 @@ class DataLoader:
         num_shards: int = 1,
         shard_index: int = 0,
         shard_remainder: Remainder = "pad",
+        overlap_epochs: bool = True,
     ) -> None:
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
         self._seed_given = seed is not None
@@ -217,6 +222,13 @@ class DataLoader:
             )
         self.batches_per_epoch = batches_per_epoch
         self._yield_fn = yield_fn
+        # get_batch(index, epoch): calls that name their epoch, so two epochs' calls may run at once.
+        self._get_batch: Callable[[int, int], Any] | None = getattr(yield_fn, "get_batch", None)
+        self.overlap_epochs = (
+            check_bool("overlap_epochs", overlap_epochs)
+            and not self._stream
+            and (self._get_batch is not None or not has_epoch_hooks(yield_fn))
+        )
         self.num_threads = num_threads
         self.max_len = max_len
         self.shuffle = shuffle
@@ -253,8 +265,16 @@ class DataLoader:
         self._failure: BaseException | None = None
         self._failure_raised = False
         self._active = False  # an iteration is in progress
-        self._epoch = first_epoch - 1  # also tags results, to drop those of an abandoned epoch
+        self._epoch = first_epoch - 1
         self._plan: EpochPlan | None = None  # the current or last epoch's
+        self._tags = itertools.count(1)  # each plan's tag, for its results
+        # The next epoch's plan, made at the start of this one when epochs overlap: once
+        # this epoch's slots are all handed out, threads make up to max_len of its
+        # slots ahead. Its results wait in the queue or, once the consumer has read
+        # them during this epoch, in _early.
+        self._ahead: EpochPlan | None = None
+        self._ahead_next = 0  # next slot of the ahead plan to hand out
+        self._early: list[tuple[int, int, int, Any]] = []
         self._completed = first_epoch - 1  # the last epoch delivered whole
         self._resume: list[int] | int | None = None  # done positions (a count for a stream) from load_state_dict
         self._loaded_done: Any = None  # the same, as the state gave it, until the first epoch starts
@@ -324,7 +344,8 @@ class DataLoader:
         self._completed = plan.epoch
         on_epoch_end = getattr(self._yield_fn, "on_epoch_end", None)
         if on_epoch_end is not None:
-            self._wait_idle()  # a call left over from an abandoned epoch may still run
+            if not self.overlap_epochs:
+                self._wait_idle()  # a call left over from an abandoned epoch may still run
             on_epoch_end(plan.epoch)
 
     def state_dict(self) -> dict[str, Any]:
@@ -496,29 +517,43 @@ class DataLoader:
         try:
             on_epoch_begin = getattr(self._yield_fn, "on_epoch_begin", None)
             if on_epoch_begin is not None:
-                self._wait_idle()  # a call left over from an abandoned epoch may still run
+                if not self.overlap_epochs:  # with get_batch, calls of another epoch may run meanwhile
+                    self._wait_idle()  # a call left over from an abandoned epoch may still run
                 on_epoch_begin(epoch)
-            plan = self._make_plan(epoch, length)
+            ahead = self._ahead
+            if ahead is not None and (ahead.epoch, ahead.length) != (epoch, self._planned_length(length)):
+                ahead = None  # made for another epoch, or the data's length changed
+            plan = ahead or self._make_plan(epoch, length)
+            following = self._make_plan(epoch + 1, length, resume=False) if self.overlap_epochs else None
         except BaseException:
             with self._lock:
                 self._active = False
             raise
         with self._lock:
+            # Slots of the plan made ahead that threads took already count as handed out.
+            self._next = self._ahead_next if ahead is not None else 0
             self._plan = plan
             self._slots = plan.slots if not self._stream else self._stream_slots(plan)
             self._released = 0
+            self._ahead, self._ahead_next = following, 0
             if not self._started and not self._closed:
                 # Under the lock, so that a close() in another thread sees every thread.
                 self._started = True
                 self._pool.start(self.num_threads)
             self._pool.notify(all_threads=True)
+        if ahead is None:
+            self._early.clear()
         return plan
 
-    def _make_plan(self, epoch: int, length: int | None) -> EpochPlan:
-        resume, self._resume, self._loaded_done = self._resume, None, None
+    def _make_plan(self, epoch: int, length: int | None, resume: bool = True) -> EpochPlan:
+        """Epoch ``epoch``'s plan; with ``resume``, the first one made takes the loaded state's done positions."""
+        done: Any = None
+        if resume:
+            done, self._resume, self._loaded_done = self._resume, None, None
+        tag = next(self._tags)
         if self._stream:
-            plan = EpochPlan(epoch, None)
-            for _ in range(resume or 0):
+            plan = EpochPlan(epoch, None, tag=tag)
+            for _ in range(done or 0):
                 plan.mark_done(0)
             return plan
         order: Sequence[int] | None = shuffled_order(self.seed, epoch, length) if self.shuffle and length else None
@@ -527,7 +562,13 @@ class DataLoader:
             positions = shard_positions(length, self.num_shards, self.shard_index, self.shard_remainder)
             order = [order[p] for p in positions] if order is not None else positions
             length = len(order)
-        return EpochPlan(epoch, length, order, done=resume or ())
+        return EpochPlan(epoch, length, order, done=done or (), tag=tag)
+
+    def _planned_length(self, length: int | None) -> int | None:
+        """The number of positions a plan of an epoch of ``length`` has (this shard's)."""
+        if length is None or self.num_shards == 1:
+            return length
+        return shard_length(length, self.num_shards, self.shard_remainder)
 
     def _stream_slots(self, plan: EpochPlan) -> int | None:
         if self.batches_per_epoch is None:
@@ -536,6 +577,7 @@ class DataLoader:
 
     def _deliver(self, plan: EpochPlan) -> Iterator[Any]:
         epoch = plan.epoch
+        early, self._early = self._early[::-1], []  # results of this plan read during the last epoch; pop() is FIFO
         received = 0
         pending: dict[int, tuple[int, Any]] = {}  # ordered mode: results that came ahead of their turn
         next_slot = 0
@@ -549,16 +591,20 @@ class DataLoader:
                 break
             if self._failure is not None:
                 self._raise_failure()
-            try:
-                tag, slot, position, batch = self._results.dequeue()
-            except QueueClosed:
-                tag = None  # handled outside the except, so as not to chain QueueClosed to the error
+            if early:
+                tag, slot, position, batch = early.pop()
+            else:
+                try:
+                    tag, slot, position, batch = self._results.dequeue()
+                except QueueClosed:
+                    tag = None  # handled outside the except, so as not to chain QueueClosed to the error
             if tag is None:
                 if self._failure is not None:
                     self._raise_failure()
                 raise LoaderClosed(f"{self.name} was closed during epoch {epoch}")
-            if tag != epoch:
-                continue  # made for an epoch that was abandoned
+            if tag != plan.tag:
+                self._keep_if_ahead((tag, slot, position, batch))  # else made for an epoch that was abandoned
+                continue
             received += 1
             self._calls += 1
             if len(budget.records) != errors_seen:
@@ -578,9 +624,11 @@ class DataLoader:
                     break
                 position, batch = pending.pop(next_slot)
                 next_slot = self._release(next_slot + 1)
-        # Every slot is in: calls still running belong to abandoned epochs. Wait for
-        # them, so that a failure of theirs is raised here and not lost.
-        self._wait_idle()
+        # Every slot is in: calls still running belong to abandoned epochs, or to the
+        # next one, made ahead. Wait for the former, so that a failure of theirs is
+        # raised here and not lost.
+        ahead = self._ahead
+        self._wait_idle(None if ahead is None else lambda task: task[0] != ahead.tag)
         if self._failure is not None:
             self._raise_failure()
 
@@ -602,9 +650,14 @@ class DataLoader:
         # epoch add theirs later, and the next epoch drops them by their tag.
         while True:
             try:
-                self._results.dequeue(timeout=0)
+                self._keep_if_ahead(self._results.dequeue(timeout=0))
             except (TimeoutError, QueueClosed):
                 break
+
+    def _keep_if_ahead(self, result: tuple[int, int, int, Any]) -> None:
+        """Keep a result of the next epoch, made ahead, for it; drop any other. Consuming thread."""
+        if self._ahead is not None and result[0] == self._ahead.tag:
+            self._early.append(result)
 
     def _check_budget(self) -> None:
         try:
@@ -623,9 +676,12 @@ class DataLoader:
         self.stop()
         raise failure
 
-    def _wait_idle(self) -> None:
-        """Wait for calls in progress to end; raise ``LoaderClosed`` if the loader closes meanwhile."""
-        if not self._pool.wait_idle(give_up=lambda: self._closed):
+    def _wait_idle(self, match: Callable[[Any], bool] | None = None) -> None:
+        """Wait for calls in progress (those whose task ``match`` accepts) to end.
+
+        Raises ``LoaderClosed`` if the loader closes meanwhile.
+        """
+        if not self._pool.wait_idle(give_up=lambda: self._closed, match=match):
             if self._failure is not None:
                 self._raise_failure()
             raise LoaderClosed(f"{self.name} was closed while waiting for calls of the yield function to end")
@@ -637,26 +693,41 @@ class DataLoader:
 
     # The loader threads' side (called by the pool).
 
-    def _take(self) -> tuple[int, int, int, int] | None:
-        """The next task, ``(epoch, slot, position, index)``, or ``None``. Called with the lock held."""
+    def _take(self) -> _Task | None:
+        """The next task, ``(tag, epoch, slot, position, index)``, or ``None``. Called with the lock held."""
         slot = self._next
         if self._slots is not None and slot >= self._slots:
-            return None
+            return self._take_ahead()
         if self._window is not None and slot >= self._released + self._window:
             return None
         self._next = slot + 1
+        plan: EpochPlan = self._plan  # type: ignore[assignment]
         if self._stream:
-            return self._epoch, slot, slot, slot
-        position, index = self._plan.task(slot)  # type: ignore[union-attr]
-        return self._epoch, slot, position, index
+            return plan.tag, plan.epoch, slot, slot, slot
+        position, index = plan.task(slot)
+        return plan.tag, plan.epoch, slot, position, index
 
-    def _make(self, task: tuple[int, int, int, int]) -> Any:
-        epoch, _, _, index = task
+    def _take_ahead(self) -> _Task | None:
+        """A slot of the next epoch's plan, up to ``max_len`` of them ahead, or ``None``. Lock held."""
+        ahead = self._ahead
+        slot = self._ahead_next
+        if ahead is None or self._closed or slot >= min(ahead.slots or 0, self.max_len):
+            return None
+        self._ahead_next = slot + 1
+        position, index = ahead.task(slot)
+        return ahead.tag, ahead.epoch, slot, position, index
+
+    def _make(self, task: _Task) -> Any:
+        tag, epoch, _, _, index = task
         try:
-            return self._yield_fn() if self._stream else self._yield_fn(index)
+            if self._stream:
+                return self._yield_fn()
+            if self._get_batch is not None:
+                return self._get_batch(index, epoch)
+            return self._yield_fn(index)
         except StopIteration as exc:
             if self._stream:
-                self._end_stream(epoch)
+                self._end_stream(tag)
                 return _NO_BATCH
             error = RuntimeError(f"the yield function raised StopIteration for index {index}")
             error.__cause__ = exc
@@ -673,19 +744,19 @@ class DataLoader:
             return _Failed(exc, record)
         return _Failed(exc, None)
 
-    def _put(self, task: tuple[int, int, int, int], result: Any) -> bool:
+    def _put(self, task: _Task, result: Any) -> bool:
         if type(result) is _Failed and result.record is None:
             self._fail(result.exc)
             return False
         try:
-            self._results.enqueue((task[0], task[1], task[2], result))
+            self._results.enqueue((task[0], task[2], task[3], result))
         except QueueClosed:
             return False
         return True
 
-    def _end_stream(self, epoch: int) -> None:
+    def _end_stream(self, tag: int) -> None:
         with self._lock:
-            if epoch == self._epoch:  # not a call left over from an abandoned epoch
+            if self._plan is not None and tag == self._plan.tag:  # not a call left over from an abandoned epoch
                 self._slots = self._next  # slots handed out so far are all there will be
 
     def _fail(self, exc: BaseException) -> None:
@@ -699,7 +770,7 @@ class DataLoader:
 
     def _on_stuck(self, slot: CallSlot) -> None:
         """The watchdog saw a call past ``call_timeout`` (runs in the watchdog thread)."""
-        epoch, _, _, index = slot.task
+        _, epoch, _, _, index = slot.task
         where = None if self._stream else index
         started = slot.started
         elapsed = time.monotonic() - started if started is not None else float(self.call_timeout or 0)

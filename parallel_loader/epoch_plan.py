@@ -40,15 +40,23 @@ class EpochPlan:
             as it makes before its yield function raises ``StopIteration``.
         order: the index made at each position; ``None`` means the position itself.
         done: positions done before this plan was made (a resumed epoch).
+        tag: what the results made from this plan are tagged with: the loader
+            gives each plan its own, so results of an abandoned plan are recognised.
 
     Slots are handed out by the loader under its lock; ``mark_done`` is called by
     the consuming thread only.
     """
 
     def __init__(
-        self, epoch: int, length: int | None, order: Sequence[int] | None = None, done: Iterable[int] = ()
+        self,
+        epoch: int,
+        length: int | None,
+        order: Sequence[int] | None = None,
+        done: Iterable[int] = (),
+        tag: int = 0,
     ) -> None:
         self.epoch = epoch
+        self.tag = tag
         self.length = length
         self._order = order
         self._done = bytearray(length or 0)

@@ -174,7 +174,12 @@ def as_tf_dataset(
         epochs = itertools.count()
 
         def generate() -> Iterator[Any]:
-            with DataLoader(yield_fn, *loader_args, first_epoch=next(epochs), **_shard_kwargs(sharding)) as loader:
+            # One loader per epoch (TensorFlow may drop an iterator without ending it), so
+            # nothing is made ahead for an epoch this loader will not see.
+            loader = DataLoader(
+                yield_fn, *loader_args, first_epoch=next(epochs), overlap_epochs=False, **_shard_kwargs(sharding)
+            )
+            with loader:
                 yield from _completing(loader)
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)

@@ -128,9 +128,10 @@ class Train:
         collate: with ``batch_size``, makes a batch from a list of samples.
         max_nthread: the original name of ``num_threads``, kept as an alias.
         eval_nthread: the original name of ``eval_num_threads``, kept as an alias.
-        on_error, max_errors, error_log, call_timeout, thread_init: passed to every
-            loader (see ``DataLoader``); the loaders share one error budget count
-            each, and append to the same ``error_log``.
+        on_error, max_errors, error_log, call_timeout, thread_init, overlap_epochs: passed
+            to every loader (see ``DataLoader``); the loaders keep one error budget
+            count each, and append to the same ``error_log``. With ``overlap_epochs``
+            the training loader makes the next epoch's first batches during validation.
         num_shards, shard_index, shard_remainder: read only shard ``shard_index`` of
             ``num_shards`` of each training epoch, for multi-worker training (see
             ``DataLoader``); validation and test data are not sharded.
@@ -179,6 +180,7 @@ class Train:
         shard_remainder: Remainder = "pad",
         prefetch_to_device: str | None = None,
         device_buffer: int = 2,
+        overlap_epochs: bool = True,
     ) -> None:
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
@@ -225,6 +227,7 @@ class Train:
             error_log=error_log,
             call_timeout=call_timeout,
             thread_init=thread_init,
+            overlap_epochs=overlap_epochs,
         )
         self.history: list[EpochStats] = []
         self._stop = threading.Event()

@@ -113,6 +113,7 @@ class WorkerPool:
         self._idle = threading.Condition(lock)
         self._stopping = False
         self._busy = 0  # calls in progress, abandoned ones not counted
+        self._selective_waiters = 0  # wait_idle calls waiting for the calls their match names
         self._slots: list[CallSlot] = []
         self._watchdog: threading.Thread | None = None
         self._watchdog_stop = threading.Event()
@@ -161,16 +162,22 @@ class WorkerPool:
             self._idle.notify_all()
         self._watchdog_stop.set()
 
-    def wait_idle(self, give_up: Callable[[], bool]) -> bool:
+    def wait_idle(self, give_up: Callable[[], bool], match: Callable[[Any], bool] | None = None) -> bool:
         """Wait until no call is in progress (abandoned calls aside), or until ``give_up()`` holds.
+
+        With ``match``, wait only for the calls whose task it returns True for.
 
         Returns:
             True when idle; False when it gave up (the pool is stopping, or ``give_up()``).
         """
         with self._lock:
-            while self._busy and not self._stopping and not give_up():
-                self._idle.wait()
-            return not self._busy
+            self._selective_waiters += match is not None
+            try:
+                while self._running(match) and not self._stopping and not give_up():
+                    self._idle.wait()
+                return not self._running(match)
+            finally:
+                self._selective_waiters -= match is not None
 
     def join(self, timeout: float | None = None) -> list[str]:
         """Wait for the threads to end, ``timeout`` seconds at most in all.
@@ -199,6 +206,12 @@ class WorkerPool:
             if thread is not current:
                 _join(thread, deadline)
         return [s.thread.name for s in self._slots if s.thread.is_alive()]
+
+    def _running(self, match: Callable[[Any], bool] | None) -> bool:
+        """Whether a call (one ``match`` accepts) is in progress. Call with the lock held."""
+        if match is None:
+            return self._busy > 0
+        return any(s.started is not None and not s.abandoned and match(s.task) for s in self._slots)
 
     # Private: the threads' side.
 
@@ -241,7 +254,7 @@ class WorkerPool:
                 slot.started = None
                 slot.task = None
                 self._busy -= 1
-                if not self._busy:
+                if not self._busy or self._selective_waiters:
                     self._idle.notify_all()
             if not put(task, result):
                 return

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["YieldFunction", "check_instance", "checked_len", "epoch_length"]
+__all__ = ["YieldFunction", "check_instance", "checked_len", "epoch_length", "has_epoch_hooks"]
 
 
 class YieldFunction:
@@ -23,6 +23,16 @@ class YieldFunction:
     ``__call__`` runs in loader threads, several at once, so it must be safe to
     call concurrently: keep per-call state in local variables, and derive any
     randomness from the index (and the epoch) rather than from a shared generator.
+
+    Epochs overlap when they can: a ``DataLoader`` makes the next epoch's first
+    batches while the current epoch's last ones are used. It can when the batches
+    do not depend on the epoch (the subclass overrides neither epoch hook), or when
+    the subclass defines ``get_batch(index, epoch)``, which makes batch ``index`` of
+    ``epoch`` whatever the current epoch: the loader then calls it instead of
+    ``__call__``, for two epochs at once near their boundary, and still calls the
+    hooks, though calls of the neighbouring epoch may run meanwhile. A subclass
+    whose ``on_epoch_begin`` sets state that ``__call__`` reads, and that has no
+    ``get_batch``, keeps epochs apart as before.
 
     Example:
         >>> class Squares(YieldFunction):
@@ -43,7 +53,8 @@ class YieldFunction:
     def on_epoch_begin(self, epoch: int) -> None:
         """Called in the consuming thread before the first call of ``epoch``.
 
-        No loader thread is running the yield function at that moment. Randomness
+        No loader thread is running the yield function at that moment (unless the
+        subclass has ``get_batch``, see the class docstring). Randomness
         that should differ per epoch can be keyed on the epoch given here; the
         first epoch's number is the loader's ``first_epoch``. The default does nothing.
         """
@@ -51,9 +62,21 @@ class YieldFunction:
     def on_epoch_end(self, epoch: int) -> None:
         """Called in the consuming thread after every batch of ``epoch`` was delivered.
 
-        No loader thread is running the yield function at that moment, so this is
-        the place to change state that ``__call__`` reads. The default does nothing.
+        No loader thread is running the yield function at that moment (unless the
+        subclass has ``get_batch``), so this is the place to change state that
+        ``__call__`` reads. The default does nothing.
         """
+
+
+def has_epoch_hooks(obj: Any) -> bool:
+    """Whether ``obj`` has an ``on_epoch_begin`` or ``on_epoch_end`` of its own (not ``YieldFunction``'s no-ops)."""
+    for hook in ("on_epoch_begin", "on_epoch_end"):
+        own = getattr(type(obj), hook, None)
+        if own is not None and own is not getattr(YieldFunction, hook):
+            return True
+        if hook in getattr(obj, "__dict__", {}):
+            return True
+    return False
 
 
 def check_instance(obj: Any, what: str = "the yield function") -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare, feed_vs_queue, queue_overhead, sweep, video_decode
+from benchmarks import compare, epoch_boundary, feed_vs_queue, queue_overhead, sweep, video_decode
 from benchmarks._workloads import REPO
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -43,6 +43,17 @@ def test_queue_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert all(_finite(x) for x in result["fifo"] + result["queue"])
     assert "ratio FIFO/Queue" in capsys.readouterr().out
     assert json.loads((tmp_path / "queue_overhead.json").read_text())["results"][0]["max_len"] == 4
+
+
+def test_epoch_boundary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--load", "0.004", "--step", "0.001", "--epoch-batches", "4", "--val-batches", "2", "--epochs", "3"]
+    report = epoch_boundary.main([*argv, "--rounds", "1", "--out", str(tmp_path)])
+    assert set(report["runs"]) == {"loader-False", "loader-True", "train-False", "train-True"}
+    for runs in report["runs"].values():
+        assert all(_finite(x) for run in runs for x in run.values())
+    out = capsys.readouterr().out
+    assert "wait at epoch start, ms" in out and "loader: boundary wait" in out and "train: boundary wait" in out
+    assert (tmp_path / "epoch_boundary.json").exists()
 
 
 def test_sweep_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

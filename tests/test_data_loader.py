@@ -166,18 +166,21 @@ class Counted(YieldFunction):
             self.alive -= 1
 
 
+@pytest.mark.parametrize("overlap", [False, True])
 @pytest.mark.parametrize("ordered", [False, True])
-def test_memory_is_bounded_by_max_len_plus_threads(ordered):
+def test_memory_is_bounded_by_max_len_plus_threads(ordered, overlap):
     max_len, threads = 3, 4
     fn = Counted(200, slow_index=0 if ordered else None)
-    with DataLoader(fn, num_threads=threads, max_len=max_len, ordered=ordered) as loader:
-        for i, _ in enumerate(loader):
-            if i % 10 == 0:  # a slow consumer now and then lets the threads fill the queue
-                threading.Event().wait(0.002)
-            fn.consumed()
-    # + 1: the batch the consumer holds while the threads make the next ones
-    assert fn.peak <= max_len + threads + 1
-    assert fn.alive == 0
+    with DataLoader(fn, num_threads=threads, max_len=max_len, ordered=ordered, overlap_epochs=overlap) as loader:
+        for _ in range(2):
+            for i, _ in enumerate(loader):
+                if i % 10 == 0:  # a slow consumer now and then lets the threads fill the queue
+                    threading.Event().wait(0.002)
+                fn.consumed()
+    # + 1: the batch the consumer holds while the threads make the next ones; with
+    # overlapping epochs, up to max_len batches of the next epoch are made ahead.
+    assert fn.peak <= max_len + threads + 1 + (max_len if overlap else 0)
+    assert fn.alive <= (max_len if overlap else 0)  # made ahead for a third epoch nobody asked for
 
 
 def wait_for(condition, what):

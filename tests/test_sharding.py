@@ -159,4 +159,4 @@ def test_drop_with_fewer_batches_than_shards_fails_at_len_and_at_the_epoch():
         with pytest.raises(ValueError, match="leaves every shard empty"):
             list(loader)
         fn.n = 4  # the loader is still usable once the epoch is long enough
-        assert list(loader) == [1, 3]
+        assert sorted(loader) == [1, 3]  # unordered: 4 threads may deliver in any order

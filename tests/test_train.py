@@ -161,22 +161,24 @@ def test_ctrl_c_while_waiting_for_data_propagates_at_once_and_stops_every_thread
             release.wait(WAIT)  # bounded: the test cannot hang here
             return index
 
+    sent = []
+
     def interrupt():
         assert entered.wait(WAIT)
         time.sleep(0.1)  # let the main thread reach its wait for the queue
+        sent.append(time.monotonic())
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     assert threading.current_thread() is threading.main_thread()
     sender = threading.Thread(target=interrupt, name="sigint-sender")
     sender.start()
-    started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
             Train(
                 lambda b: None, Stuck(), val_yield=Stuck(), val_task=print, max_nthread=2,
                 prefetch_to_device=prefetch_to_device,
             ).run(1)  # fmt: skip
-        interrupted_after = time.monotonic() - started
+        interrupted_after = time.monotonic() - sent[0]  # from the signal: importing TensorFlow may come first
         # the loader threads still inside the yield function take no more work
         # and end as soon as their call returns
         release.set()
@@ -345,4 +347,5 @@ def test_train_batches_samples_and_keeps_every_validation_sample():
     trainer.run(2, progress=False)
     assert [len(batch) for batch in seen["train"]] == [4] * 4
     assert seen["train"][:2] != seen["train"][2:], "Train shuffles samples by default"
-    assert seen["val"] == [[0, 1, 2, 3], [4]] * 2, "validation: in order, nothing dropped"
+    # Validation batches come as made (two threads): each pass has every sample, none dropped.
+    assert [sorted(seen["val"][i : i + 2]) for i in (0, 2)] == [[[0, 1, 2, 3], [4]]] * 2

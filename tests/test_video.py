@@ -438,7 +438,9 @@ def test_skipping_makes_the_same_batches_in_any_order_and_with_any_thread_count(
             np.testing.assert_array_equal(y, y3)
     for data in folders:
         assert list(data.skipped) == [str(lost)]
-        assert data.replaced == folders[0].replaced > 0
+    assert folders[1].replaced == folders[0].replaced > 0
+    # The loaders also made the first batches of a fourth epoch ahead, which may replace more.
+    assert folders[2].replaced >= folders[0].replaced and folders[3].replaced >= folders[0].replaced
 
 
 def test_every_video_bad_is_an_error_even_when_skipping(tmp_path):

@@ -12,6 +12,7 @@ and derives every random choice from ``(seed, epoch, position, attempt)``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import math
@@ -239,6 +240,8 @@ class VideoDataset(YieldFunction):
         # (epoch, sample order or None in evaluation): one attribute, so that a
         # reader never sees one epoch's number with another's order.
         self._state: tuple[int, np.ndarray | None] = (0, self._order(0))
+        # get_batch's orders of other epochs: kept for the few whose calls may run at once.
+        self._order_cached = functools.lru_cache(maxsize=4)(self._order)
 
     # The YieldFunction interface.
 
@@ -247,10 +250,22 @@ class VideoDataset(YieldFunction):
         return math.ceil(len(self._videos) / self.batch_size)
 
     def __call__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """Make batch ``index`` of the current epoch. Safe to call from several threads at once."""
+        """Make batch ``index`` of the current epoch (see ``set_epoch``). Safe to call from several threads at once."""
+        epoch, order = self._state
+        return self._batch(index, epoch, order)
+
+    def get_batch(self, index: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Make batch ``index`` of ``epoch``, whatever the current epoch: what a ``DataLoader`` calls.
+
+        A batch depends on its epoch through this argument alone, so the loader may
+        make the next epoch's first batches while this epoch's last ones are used.
+        """
+        order = self._state[1] if epoch == self._state[0] else self._order_cached(epoch)
+        return self._batch(index, epoch, order)
+
+    def _batch(self, index: int, epoch: int, order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         if not 0 <= index < len(self):
             raise IndexError(f"batch index {index} out of range for {len(self)} batches")
-        epoch, order = self._state
         chosen = self._chosen(index, order)
         views = () if self.views is None else (self.views,)
         clips = np.empty((len(chosen), *views, self.clip_len, *self.size, 3), dtype=self.dtype)
