@@ -1,8 +1,9 @@
 """The loader's threads: each takes a task, makes it, hands the result on, and takes the next.
 
-``WorkerPool`` owns the threads, their start and their end, the count of calls
-in progress, and the watchdog that notices a call stuck for longer than
-``call_timeout``. What a task is, how it is made and where the result goes is
+``WorkerPool`` owns the threads, their start and their end (``resize`` adds
+threads or retires some while they run), the count of calls in progress, the
+time of each call (``telemetry.CallTimes``), and the watchdog that notices a
+call stuck for longer than ``call_timeout``. What a task is, how it is made and where the result goes is
 the loader's business, given as three functions. The pool knows nothing of
 epochs, batches or queues.
 
@@ -25,6 +26,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .telemetry import CallTimes
+
 __all__ = ["CallSlot", "WorkerPool"]
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,7 @@ class CallSlot:
     Written by its thread; read by the watchdog and by ``close()``.
     """
 
-    __slots__ = ("abandoned", "number", "started", "task", "thread")
+    __slots__ = ("abandoned", "number", "started", "task", "thread", "times")
 
     def __init__(self, number: int, thread: threading.Thread) -> None:
         self.number = number
@@ -44,6 +47,7 @@ class CallSlot:
         self.task: Any = None
         self.started: float | None = None  # None while the thread is not in a call
         self.abandoned = False  # the watchdog gave up on this thread's call
+        self.times = CallTimes()  # the durations of its calls, written by its thread only
 
     def stack(self) -> str:
         """The last frames of the thread's current stack, most recent call last ('' if it has ended)."""
@@ -85,6 +89,7 @@ class WorkerPool:
         on_stuck: Callable[[CallSlot], None] | None = None,
     ) -> None:
         self.name = name
+        self.timed = True  # record each call's time in its slot's CallTimes
         self._lock = lock
         self._take = take
         self._make = make
@@ -99,6 +104,8 @@ class WorkerPool:
         self._idle = threading.Condition(lock)
         self._stopping = False
         self._busy = 0  # calls in progress, abandoned ones not counted
+        self._live = 0  # threads that take work: started, not retired, ended or abandoned
+        self._retire = 0  # threads asked to end at their next take (resize)
         self._slots: list[CallSlot] = []
         self._watchdog: threading.Thread | None = None
         self._watchdog_stop = threading.Event()
@@ -113,6 +120,15 @@ class WorkerPool:
         """Calls in progress now, abandoned ones not counted (approximate)."""
         return self._busy
 
+    @property
+    def size(self) -> int:
+        """Threads that take work now, less those asked to retire (approximate)."""
+        return self._live - self._retire
+
+    def call_times(self) -> dict[str, CallTimes]:
+        """Each thread's call times, by thread name, retired and ended threads included."""
+        return {slot.thread.name: slot.times for slot in self._slots}
+
     def stuck(self) -> list[CallSlot]:
         """Slots whose call the watchdog abandoned and whose thread still runs it."""
         return [s for s in self._slots if s.abandoned and s.thread.is_alive()]
@@ -125,6 +141,25 @@ class WorkerPool:
             self._watchdog = threading.Thread(target=self._watch, name=f"{self.name}-watchdog", daemon=True)
             self._watchdog.start()
         log.debug("%s started %d threads", self.name, count)
+
+    def resize(self, count: int) -> None:
+        """Run ``count`` threads: start more, or ask some to end at their next take. Safe from any thread.
+
+        A thread asked to end finishes the call it is in and hands its result on
+        first, so no task taken is lost. Does nothing once stopping.
+        """
+        with self._lock:
+            if self._stopping:
+                return
+            size = self._live - self._retire
+            if count > size:
+                kept = min(self._retire, count - size)  # cancel retirements not carried out yet
+                self._retire -= kept
+                for _ in range(count - size - kept):
+                    self._start_thread()
+            elif count < size:
+                self._retire += size - count
+            self._work.notify_all()  # idle threads retire now; others may take more work
 
     def replace(self, slot: CallSlot) -> None:
         """Start a thread to take over from the abandoned ``slot``'s. Safe from any thread."""
@@ -195,11 +230,20 @@ class WorkerPool:
         thread._pool_slot = slot  # type: ignore[attr-defined]
         # Listed before it starts, so that an interrupt between the two cannot hide it from join().
         self._slots.append(slot)
+        self._live += 1
         with _interrupts_deferred():
             thread.start()
 
     def _run(self) -> None:
         slot: CallSlot = threading.current_thread()._pool_slot  # type: ignore[attr-defined]
+        try:
+            self._serve(slot)
+        finally:
+            with self._lock:
+                if not slot.abandoned:  # an abandoned slot was taken off the count by the watchdog
+                    self._live -= 1
+
+    def _serve(self, slot: CallSlot) -> None:
         if self._thread_init is not None:
             try:
                 self._thread_init(slot.number)
@@ -208,10 +252,15 @@ class WorkerPool:
                 self._fail(exc)
                 return
         take, make, put = self._take, self._make, self._put
+        record = slot.times.add if self.timed else None
         while True:
             with self._lock:
                 while True:
                     if self._stopping:
+                        return
+                    if self._retire:
+                        self._retire -= 1
+                        log.debug("%s: %s retired", self.name, slot.thread.name)
                         return
                     task = take()
                     if task is not None:
@@ -219,8 +268,10 @@ class WorkerPool:
                     self._work.wait()
                 self._busy += 1
                 slot.task = task
-                slot.started = time.monotonic()
+                slot.started = started = time.monotonic()
             result = make(task)
+            if record is not None:
+                record(time.monotonic() - started)
             with self._lock:
                 if slot.abandoned:
                     return  # the watchdog gave up on this call and accounted for it
@@ -248,6 +299,7 @@ class WorkerPool:
                     if now - started >= timeout:
                         slot.abandoned = True
                         self._busy -= 1
+                        self._live -= 1
                         stuck.append(slot)
                     else:
                         wait = min(wait, started + timeout - now)
