@@ -115,7 +115,7 @@ def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> 
     if not window.batches or not window.calls or window.seconds <= 0:
         return n, "nothing measured"
     call, step = window.call, window.step
-    needed = max_threads if step <= 0 else math.ceil(MARGIN * call / step)
+    needed = max_threads if step <= 0 else math.ceil(MARGIN * call / step - 1e-9)
     used = window.cpu_seconds / window.seconds  # cores busy in this process
     per_thread = used / n
     idle = max(0.0, cores - used)
@@ -226,9 +226,10 @@ class ThreadTuner:
         grown, self._grown_from = self._grown_from, None
         if grown is not None and window.wait_fraction > INPUT_BOUND:
             before, rate = grown
-            if window.batches_per_second < GAIN * rate and before < n:
+            now = window.batches_per_second
+            if now < GAIN * rate and before < n:
                 self._ceiling = (before, HOLD)
-                return before, f"{n} threads delivered {window.batches_per_second:.1f} batches/s, {before} gave {rate:.1f}"
+                return before, f"{n} threads delivered {now:.1f} batches/s, {before} gave {rate:.1f}"
         target, why = decide(window, self.cores, self.min_threads, self.max_threads)
         if self._ceiling is not None and target > n:
             target = max(n, min(target, self._ceiling[0]))
