@@ -329,6 +329,7 @@ class DataLoader:
         """
         return LoaderStats.collect(
             self._watch,
+            self._results,
             self._pool.call_times(),
             self.max_len,
             time.perf_counter(),
@@ -615,7 +616,6 @@ class DataLoader:
         results = self._results
         watch = self._watch if self.telemetry else None
         tuner = self._tuner
-        clock = time.perf_counter
         while True:
             # Read without the lock: only a stream's end changes _slots during an
             # epoch, and that is set before the end's marker is queued, so it is
@@ -624,17 +624,10 @@ class DataLoader:
                 break
             if self._failure is not None:
                 self._raise_failure()
-            if watch is not None:
-                fill = len(results)
-                before = clock()
             try:
                 tag, slot, position, batch = results.dequeue()
             except QueueClosed:
                 tag = None  # handled outside the except, so as not to chain QueueClosed to the error
-            if watch is not None:
-                watch.wait += clock() - before
-                watch.takes += 1
-                watch.fill_total += fill
             if tag is None:
                 if self._failure is not None:
                     self._raise_failure()
@@ -674,7 +667,7 @@ class DataLoader:
         times = self._pool.call_times().values()
         watch = self._watch
         calls, call_seconds = sum(t.count for t in times), sum(t.total for t in times)
-        return self._tuner.sample(watch.batches, watch.wait, calls, call_seconds)  # type: ignore[union-attr]
+        return self._tuner.sample(watch.batches, self._results.waited, calls, call_seconds)  # type: ignore[union-attr]
 
     def _tune(self, tuner: ThreadTuner) -> None:
         """Hand the tuner the totals now; resize the pool if it answers a new count. Consumer's thread."""

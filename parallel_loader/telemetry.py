@@ -5,8 +5,10 @@ Two sides record, each without a lock of its own:
 * each loader thread times its calls of the yield function in a ``CallTimes``
   that only it writes: a count and a total since it started, and the durations
   of its last ``WINDOW`` calls in a ring, for the percentiles;
-* the consuming thread records in a ``QueueWatch`` how long it waited for each
-  result and how full the queue was when it took it.
+* the consuming thread counts the batches it delivers in a ``QueueWatch``, and
+  the queue (``FIFOQueue.taken``, ``fill_total``, ``waited``) counts under the
+  lock its ``dequeue`` holds anyway how full it was at each take and how long
+  the takes waited (the clock is read only when a take has to wait).
 
 A snapshot reads both without stopping anyone, so it is approximate: a call
 being recorded at that moment may be left out. ``LoaderStats.since`` gives the
@@ -18,7 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .fifo_queue import FIFOQueue
 
 __all__ = ["WINDOW", "CallStats", "CallTimes", "LoaderStats", "QueueWatch", "Rates"]
 
@@ -51,16 +56,13 @@ class CallTimes:
 
 
 class QueueWatch:
-    """What the consuming thread saw of the queue. Written by that thread only."""
+    """What the consuming thread delivered. Written by that thread only."""
 
-    __slots__ = ("batches", "fill_total", "started", "takes", "wait")
+    __slots__ = ("batches", "started")
 
     def __init__(self) -> None:
         self.started: float | None = None  # perf_counter() at the first iteration
         self.batches = 0  # delivered
-        self.takes = 0  # results taken from the queue (delivered, skipped, dropped)
-        self.wait = 0.0  # seconds spent waiting for them
-        self.fill_total = 0  # sum over takes of the items in the queue just before the take
 
 
 class Rates:
@@ -184,6 +186,7 @@ class LoaderStats(Rates):
     def collect(
         cls,
         watch: QueueWatch,
+        queue: FIFOQueue,
         times: Mapping[str, CallTimes],
         max_len: int,
         now: float,
@@ -196,14 +199,14 @@ class LoaderStats(Rates):
         count = sum(s.count for s in per_thread.values())
         total = sum(s.total_seconds for s in per_thread.values())
         recent = [d for t in times.values() for d in t.recent()]
-        takes = watch.takes
+        takes = queue.taken
         return cls(
             batches=watch.batches,
             seconds=now - watch.started if watch.started is not None else 0.0,
-            wait_seconds=watch.wait,
+            wait_seconds=queue.waited,
             calls=CallStats.of(count, total, recent),
             per_thread=per_thread,
-            queue_fill=watch.fill_total / takes / max_len if takes else 0.0,
+            queue_fill=queue.fill_total / takes / max_len if takes else 0.0,
             takes=takes,
             threads=threads,
             busy=busy,

@@ -114,11 +114,11 @@ def test_since_gives_one_epoch_of_several():
     assert 0 <= second.queue_fill <= 1
 
 
-def test_telemetry_off_leaves_the_figures_at_zero():
+def test_telemetry_off_leaves_the_call_times_and_batches_at_zero():
     with DataLoader(Indices(5), num_threads=2, telemetry=False) as loader:
         assert sorted(loader) == list(range(5))
         stats = loader.stats()
-    assert (stats.batches, stats.calls.count, stats.wait_seconds) == (0, 0, 0.0)
+    assert (stats.batches, stats.calls.count) == (0, 0)  # the queue still counts its takes: that costs no clock
 
 
 def test_percentiles_are_over_the_recent_calls():
