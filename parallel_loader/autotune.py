@@ -8,18 +8,19 @@ decision itself (``decide``) is a function of one ``Window``'s figures:
 
 * the consumer's own time per batch ``step`` (the window's time less its wait,
   per batch) and the mean call time ``call`` give the threads the consumer's
-  pace needs: ``needed = ceil(1.2 * call / step)`` (all of ``max_threads`` when
+  pace needs: ``needed = ceil(1.3 * call / step)`` (all of ``max_threads`` when
   it does not wait at all between batches);
 * the process's CPU use (psutil) against the cores it may run on gives the
   threads the CPU can feed: each thread costs ``used / threads`` cores, and the
   idle cores pay for that many more;
-* input-bound (the consumer waited more than 5% of the window): grow to
+* input-bound (the consumer waited more than 2% of the window): grow to
   ``needed`` at once, at least by one, but never past what the CPU can feed
   (for CPU-bound work that stops at the cores there are);
-* not input-bound (waited less than 2%) with more threads than ``needed``:
+* not input-bound (waited less than 0.5%) with more threads than ``needed``:
   shrink towards it, at most by half at once;
-* a growth that did not raise the delivery rate by 5% is undone, and the count
-  it came from is the ceiling for the next ``HOLD`` windows.
+* with the CPU half busy or more, a growth that did not raise the delivery rate
+  by 5% is undone, and the count it came from is the ceiling for the next
+  ``HOLD`` windows.
 
 The tuner knows nothing of threads or queues: it reads numbers and answers
 numbers; the loader resizes its pool. Its clock and CPU reading can be replaced,
@@ -47,11 +48,11 @@ log = logging.getLogger(__name__)
 # Windows during which a count that did not pay is not tried again.
 HOLD = 20
 # The consumer waited more than this share of a window: it is input-bound.
-INPUT_BOUND = 0.05
+INPUT_BOUND = 0.02
 # ...less than this: the loader keeps up; threads beyond the needed ones can go.
-KEPT_UP = 0.02
+KEPT_UP = 0.005
 # Threads kept beyond what the consumer's pace needs, against the jitter of call times.
-MARGIN = 1.2
+MARGIN = 1.3
 # A growth must raise the delivery rate by this much to stay.
 GAIN = 1.05
 
@@ -224,7 +225,10 @@ class ThreadTuner:
             count, left = self._ceiling
             self._ceiling = (count, left - 1) if left > 1 else None
         grown, self._grown_from = self._grown_from, None
-        if grown is not None and window.wait_fraction > INPUT_BOUND:
+        # Only a busy CPU makes more threads slower; right after a growth, a window of
+        # sleeping threads can look no faster only because the new ones have not delivered yet.
+        cpu_busy = window.seconds > 0 and window.cpu_seconds / window.seconds >= 0.5 * self.cores
+        if grown is not None and window.wait_fraction > INPUT_BOUND and cpu_busy:
             before, rate = grown
             now = window.batches_per_second
             if now < GAIN * rate and before < n:

@@ -236,32 +236,38 @@ class WorkerPool:
 
     def _run(self) -> None:
         slot: CallSlot = threading.current_thread()._pool_slot  # type: ignore[attr-defined]
+        counted = False
         try:
-            self._serve(slot)
+            counted = self._serve(slot)
         finally:
-            with self._lock:
-                if not slot.abandoned:  # an abandoned slot was taken off the count by the watchdog
-                    self._live -= 1
+            if not counted:
+                with self._lock:
+                    if not slot.abandoned:  # an abandoned slot was taken off the count by the watchdog
+                        self._live -= 1
 
-    def _serve(self, slot: CallSlot) -> None:
+    def _serve(self, slot: CallSlot) -> bool:
+        """Take, make and put until told to end; True if it took itself off ``_live`` (retiring)."""
         if self._thread_init is not None:
             try:
                 self._thread_init(slot.number)
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 exc.add_note(f"raised by thread_init in loader thread {slot.thread.name}")
                 self._fail(exc)
-                return
+                return False
         take, make, put = self._take, self._make, self._put
         record = slot.times.add if self.timed else None
         while True:
             with self._lock:
                 while True:
                     if self._stopping:
-                        return
+                        return False
                     if self._retire:
+                        # Both counts under the same lock, so that resize() never sees this thread
+                        # neither retiring nor live, and retires one thread too many.
                         self._retire -= 1
+                        self._live -= 1
                         log.debug("%s: %s retired", self.name, slot.thread.name)
-                        return
+                        return True
                     task = take()
                     if task is not None:
                         break
@@ -274,14 +280,14 @@ class WorkerPool:
                 record(time.monotonic() - started)
             with self._lock:
                 if slot.abandoned:
-                    return  # the watchdog gave up on this call and accounted for it
+                    return False  # the watchdog gave up on this call and accounted for it
                 slot.started = None
                 slot.task = None
                 self._busy -= 1
                 if not self._busy:
                     self._idle.notify_all()
             if not put(task, result):
-                return
+                return False
 
     def _watch(self) -> None:
         timeout = self.call_timeout
