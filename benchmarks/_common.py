@@ -259,7 +259,8 @@ def write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> Path:
     """Write dict rows to ``path`` (parents created) and return it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
+        fields = list(dict.fromkeys(key for row in rows for key in row))  # rows may have columns of their own
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
     return path

@@ -5,6 +5,11 @@ takes them out. Both queues run in the same process, in interleaved rounds (the
 order alternates each round), so a noisy neighbour hurts both alike. The target
 is FIFOQueue >= 0.8x queue.Queue.
 
+Then the cost of the loader's telemetry (``DataLoader.stats()``): ``--loader-items``
+tiny batches (a yield function returning its index) through a ``DataLoader`` with
+``telemetry=True`` and ``False``, interleaved the same way; the target is a loss
+of less than 1% of batches/s.
+
     python -m benchmarks.queue_overhead --items 200000 --rounds 7
 """
 
@@ -18,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from parallel_loader import FIFOQueue
+from parallel_loader import DataLoader, FIFOQueue, YieldFunction
 
 from ._common import (
     DEFAULT_OUT,
@@ -36,6 +41,59 @@ from ._common import (
 __all__ = ["main", "measure"]
 
 TARGET_RATIO = 0.8
+TELEMETRY_TARGET = 0.01  # the most throughput the telemetry may cost
+
+
+class _Index(YieldFunction):
+    """``items`` batches, each its index: the cheapest yield function, so the loader's own cost shows."""
+
+    def __init__(self, items: int) -> None:
+        self.items = items
+
+    def __len__(self) -> int:
+        return self.items
+
+    def __call__(self, index: int) -> int:
+        return index
+
+
+def measure_loader(items: int, threads: int, max_len: int, telemetry: bool) -> tuple[float, float]:
+    """Batches per second of one epoch of ``items`` tiny batches through a DataLoader, and CPU µs per batch."""
+    with DataLoader(_Index(items), threads, max_len, telemetry=telemetry, name="overhead") as loader:
+        start, cpu = time.perf_counter(), time.process_time()
+        count = sum(1 for _ in loader)
+        return count / (time.perf_counter() - start), 1e6 * (time.process_time() - cpu) / count
+
+
+def telemetry_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Interleaved rounds of the loader with and without telemetry; prints the table."""
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(args.loader_rounds):
+        wait_for_quiet(args.quiet)
+        for telemetry in (True, False) if r % 2 == 0 else (False, True):
+            rate, cpu_us = measure_loader(args.loader_items, args.producers, args.max_len[0], telemetry)
+            rates[telemetry].append(rate)
+            cpu[telemetry].append(cpu_us)
+    on, off = spread(rates[True]), spread(rates[False])
+    cpu_on, cpu_off = spread(cpu[True]), spread(cpu[False])
+    print(
+        f"DataLoader, {args.producers} threads, max_len {args.max_len[0]}, {args.loader_items:,} tiny batches "
+        f"per measurement, {args.loader_rounds} interleaved rounds; median (min-max)"
+    )
+    cost = 1 - on.median / off.median
+    print(
+        format_table(
+            ["telemetry", "batches/s", "CPU µs per batch"],
+            [["on", on.fmt(0), cpu_on.fmt(2)], ["off", off.fmt(0), cpu_off.fmt(2)]],
+        )
+    )
+    print(
+        f"telemetry cost: {100 * cost:.2f}% of batches/s (medians), {cpu_on.median - cpu_off.median:+.2f} µs CPU "
+        f"per batch ({100 * (cpu_on.median / cpu_off.median - 1):+.2f}%); target < {100 * TELEMETRY_TARGET:g}%: "
+        f"{'met' if cost < TELEMETRY_TARGET else 'MISSED'}"
+    )
+    return {"on": rates[True], "off": rates[False], "cpu_us_on": cpu[True], "cpu_us_off": cpu[False]}
 
 
 def _make(kind: str, max_len: int) -> tuple[Callable[[Any], None], Callable[[], Any]]:
@@ -76,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--max-len", type=int, nargs="+", default=[64, 8], help="queue capacities to try")
     parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds (median reported)")
+    parser.add_argument("--loader-items", type=int, default=20_000, help="batches per telemetry measurement (0: skip)")
+    parser.add_argument("--loader-rounds", type=int, default=21, help="interleaved rounds of the telemetry measurement")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
     add_noise_arguments(parser)
     add_output_arguments(parser)
@@ -135,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
     )
     report = {"args": vars(args), "machine": machine_info(), "results": results}
+    if args.loader_items:
+        report["telemetry"] = telemetry_cost(args)
     path = write_json(Path(args.out) / "queue_overhead.json", report)
     print(f"wrote {path}")
     return report

@@ -20,11 +20,19 @@ Workloads:
   accelerator. ``T_load`` is measured by decoding batches serially first.
 * ``train``: the example's TensorFlow train step on those clips. A ``serial``
   row (load, then step, in the main thread) is the baseline being replaced.
+* ``shift``: the latency workload whose ``T_load`` changes to ``--load-after``
+  half way through each run.
+
+``--threads`` may name ``auto`` next to the fixed counts (``DataLoader(num_threads="auto")``);
+its row is followed by how it compares with the best fixed count of the same
+run, by which batch it reached 95% of its final rate, and the count it settled on.
+``--load-max`` draws each call's ``T_load`` uniformly between ``--load`` and it.
 
     python -m benchmarks.sweep --workload latency --threads 1,2,4,8,16,32
     python -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10
     python -m benchmarks.sweep --workload decode --threads 1,2,4,8
     python -m benchmarks.sweep --workload train --threads 1,2,4
+    python -m benchmarks.sweep --workload latency --load 0.05 --load-max 0.1 --step 0.005 --threads 4,8,16,auto
 
 Each run shows its progress on stderr (a bar on a terminal, a line per run
 otherwise; ``--no-progress`` for none). A target that the run is too short to
@@ -58,7 +66,6 @@ from ._common import (
     add_output_arguments,
     format_table,
     machine_info,
-    parse_ints,
     spread,
     wait_for_quiet,
     write_csv,
@@ -69,6 +76,7 @@ from ._workloads import add_video_arguments, describe_video, make_train_step, op
 __all__ = ["Workload", "main", "measure"]
 
 SERIAL = 0  # the thread count that stands for "no loader: load, then step, in the main thread"
+AUTO = -1  # the thread count that stands for num_threads="auto"
 
 
 @dataclass
@@ -99,18 +107,29 @@ class Repeat(YieldFunction):
 
 
 class Sleeper(YieldFunction):
-    """A loader that takes ``seconds`` per batch without holding the GIL (I/O-like)."""
+    """A loader that takes ``seconds`` per batch without holding the GIL (I/O-like).
 
-    def __init__(self, batches: int, seconds: float) -> None:
+    With ``most``, each call takes between ``seconds`` and ``most`` (uniform, by its
+    index); with ``after``, calls from the middle of the epoch on take ``after``.
+    """
+
+    def __init__(self, batches: int, seconds: float, most: float | None = None, after: float | None = None) -> None:
         self.batches = batches
         self.seconds = seconds
+        self.most = most
+        self.after = after
         self._batch = np.zeros(16, dtype=np.float32)
 
     def __len__(self) -> int:
         return self.batches
 
     def __call__(self, index: int) -> np.ndarray:
-        time.sleep(self.seconds)
+        seconds = self.seconds
+        if self.after is not None and index >= self.batches // 2:
+            seconds = self.after
+        elif self.most is not None:
+            seconds += (self.most - seconds) * np.random.default_rng(index).random()
+        time.sleep(seconds)
         return self._batch
 
 
@@ -124,16 +143,18 @@ def _sleep_step(seconds: float) -> Callable[[Any], None]:
 
 def build(args: argparse.Namespace) -> Workload:
     """Make the workload named by ``args.workload``, measuring its T_load and T_step where needed."""
-    if args.workload == "latency":
+    if args.workload in ("latency", "shift"):
         load, step = args.load if args.load is not None else 0.1, args.step if args.step is not None else 0.02
-        return Workload(
-            "latency",
-            Sleeper(args.batches, load),
-            _sleep_step(step),
-            load,
-            step,
-            [f"nominal T_load = {load} s (sleep), T_step = {step} s (sleep)"],
-        )
+        after = args.load_after if args.workload == "shift" else None
+        mean = (load + args.load_max) / 2 if args.load_max is not None else load
+        note = f"nominal T_load = {load} s (sleep), T_step = {step} s (sleep)"
+        if args.load_max is not None:
+            note = f"T_load drawn uniformly in {load}-{args.load_max} s per call (sleep), T_step = {step} s (sleep)"
+        if after is not None:
+            note += f"; T_load becomes {after} s from batch {args.batches // 2} on"
+            mean = (load + after) / 2
+        return Workload(args.workload, Sleeper(args.batches, load, args.load_max, after), _sleep_step(step), mean,
+                        step, [note])  # fmt: skip
     folder = open_video_folder(args)
     notes = [describe_video(folder, args)]
     t_load = time_calls(lambda i: folder(i % len(folder)), args.calibrate)
@@ -181,8 +202,10 @@ def measure(
             loader = None
             batches = (workload.yield_fn(index) for index in range(len(workload.yield_fn)))
         else:
-            loader = stack.enter_context(DataLoader(workload.yield_fn, threads, max_len, name=f"sweep{threads}"))
+            count: int | str = "auto" if threads == AUTO else threads
+            loader = stack.enter_context(DataLoader(workload.yield_fn, count, max_len, name=f"sweep{_label(threads)}"))
             batches = iter(loader) if prefetcher is None else prefetcher.iterate(loader)
+        counts: list[int] = []
         display = stack.enter_context(contextlib.closing(PassProgress(label, progress, loader, len(workload.yield_fn))))
         while True:
             before = time.perf_counter()
@@ -194,6 +217,8 @@ def measure(
             waits.append(now - before)
             waited += now - before
             starts.append(now)
+            if loader is not None:
+                counts.append(loader.num_threads)
             step(batch)
             display.update(waited)
         seconds = time.perf_counter() - start
@@ -222,18 +247,51 @@ def measure(
         "cpu_percent_peak_sample": max(resources.cpu_samples, default=resources.cpu_percent),
         "peak_rss_mb": resources.peak_rss / 2**20,
         "others_cpu_percent": resources.others_percent,
+        **(_convergence(starts, counts) if threads == AUTO else {}),
+    }
+
+
+def _convergence(starts: list[float], counts: list[int], window: int = 20) -> dict[str, float]:
+    """For an auto run: its final rate (last 20% of batches), the first batch from which ``window``
+    batches came at 95% of it with all the batches after it at 95% of it on average, the same after the
+    middle of the run, and the thread count it ended on."""
+    n = len(starts)
+    tail = max(window, n // 5)
+    final = (tail - 1) / (starts[-1] - starts[-tail]) if n > tail and starts[-1] > starts[-tail] else 0.0
+
+    def reached(first: int) -> float:
+        for i in range(first, n - window):
+            span = starts[i + window] - starts[i]
+            rest = starts[-1] - starts[i]
+            if span > 0 and window / span >= 0.95 * final and (n - 1 - i) / rest >= 0.95 * final:
+                return float(i)
+        return float("nan")
+
+    return {
+        "final_batches_per_s": final,
+        "reached_95_at": reached(0),
+        "reached_95_after_middle": reached(n // 2) - n // 2,
+        "settled_threads": float(statistics.median(counts[-tail:])) if counts else float("nan"),
+        "max_threads_seen": float(max(counts, default=0)),
     }
 
 
 def _ideal(workload: Workload, threads: int) -> float:
     if threads == SERIAL:
         return 1.0 / (workload.t_load + workload.t_step)
+    if threads == AUTO:
+        threads = 32  # the tuner's default max_threads
     load_rate = threads / workload.t_load
     return min(load_rate, 1.0 / workload.t_step) if workload.t_step > 0 else load_rate
 
 
 def _label(threads: int) -> str:
-    return "serial" if threads == SERIAL else str(threads)
+    return "serial" if threads == SERIAL else "auto" if threads == AUTO else str(threads)
+
+
+def parse_threads(text: str) -> list[int]:
+    """``"1,2,auto"`` -> ``[1, 2, AUTO]``."""
+    return [AUTO if part.strip() == "auto" else int(part) for part in text.split(",") if part.strip()]
 
 
 def summarise(workload: Workload, runs: dict[int, list[dict[str, float]]]) -> list[dict[str, Any]]:
@@ -310,7 +368,7 @@ def check_targets(workload: Workload, rows: list[dict[str, Any]], batches: int) 
     if workload.name != "latency":
         return []
     lines = []
-    threaded = [r for r in rows if r["threads"] != "serial"]
+    threaded = [r for r in rows if r["threads"] not in ("serial", "auto")]
 
     def too_short_for_efficiency(n: int, row: dict[str, Any]) -> bool:
         return _best_efficiency(workload, int(row["threads"]), n) < 0.95
@@ -339,6 +397,32 @@ def check_targets(workload: Workload, rows: list[dict[str, Any]], batches: int) 
                 verdict = "met" if worst[key] < 0.05 else "MISSED"
                 line += f"{verdict}; highest {100 * worst[key]:.1f}% at N={worst['threads']}"
             lines.append(line + _not_judged(workload, unjudged, short, batches, bool(judged)))
+    return lines
+
+
+def autotune_lines(rows: list[dict[str, Any]], batches: int) -> list[str]:
+    """How the auto row compares with the best fixed count of the same run (nothing without one)."""
+    auto = next((r for r in rows if r["threads"] == "auto"), None)
+    fixed = [r for r in rows if r["threads"] not in ("serial", "auto")]
+    if auto is None or not fixed:
+        return []
+    best = max(fixed, key=lambda r: r["batches_per_s"])
+    near_best = [r for r in fixed if r["batches_per_s"] >= 0.95 * best["batches_per_s"]]
+    near = min(near_best, key=lambda r: int(r["threads"]))
+    ratio = auto["batches_per_s"] / best["batches_per_s"]
+    limit = batches // 10
+    reach = auto["reached_95_at"]
+    lines = [
+        f"auto: {auto['batches_per_s']:.2f} batches/s = {ratio:.3f} of the best fixed N={best['threads']} "
+        f"({best['batches_per_s']:.2f}); target >= 0.95: {'met' if ratio >= 0.95 else 'MISSED'}",
+        f"auto: reached 95% of its final rate ({auto['final_batches_per_s']:.1f}/s) at batch {reach:.0f} "
+        f"(median of rounds); target within the first {limit}: {'met' if reach <= limit else 'MISSED'}",
+        f"auto: settled on {auto['settled_threads']:.0f} threads (at most {auto['max_threads_seen']:.0f}); "
+        f"smallest fixed N within 5% of the best: {near['threads']}",
+    ]
+    if not math.isnan(auto["reached_95_after_middle"]):
+        lines.append(f"auto: after the middle of the run, reached 95% of the final rate "
+                     f"{auto['reached_95_after_middle']:.0f} batches later")  # fmt: skip
     return lines
 
 
@@ -391,7 +475,7 @@ def plot(workload: Workload, rows: list[dict[str, Any]], path: Path) -> Path | N
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    threaded = [r for r in rows if r["threads"] != "serial"]
+    threaded = [r for r in rows if r["threads"] not in ("serial", "auto")]
     n = [int(r["threads"]) for r in threaded]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.plot(n, [r["batches_per_s"] for r in threaded], "o-", label="measured (fill included)")
@@ -415,13 +499,15 @@ def plot(workload: Workload, rows: list[dict[str, Any]], path: Path) -> Path | N
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=["latency", "decode", "train"], default="latency")
-    parser.add_argument("--threads", type=parse_ints, default=[1, 2, 4, 8, 16, 32], help="e.g. 1,2,4,8")
+    parser.add_argument("--workload", choices=["latency", "decode", "train", "shift"], default="latency")
+    parser.add_argument("--threads", type=parse_threads, default=[1, 2, 4, 8, 16, 32], help="e.g. 1,2,4,8,auto")
     parser.add_argument("--serial", action="store_true", help="add a serial row (load, then step; default for train)")
     parser.add_argument("--max-len", type=int, default=8, help="queue capacity")
     parser.add_argument("--batches", type=int, default=100, help="batches per run")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
     parser.add_argument("--load", type=float, default=None, help="latency: T_load in seconds (default 0.1)")
+    parser.add_argument("--load-max", type=float, default=None, help="latency: draw T_load in --load..this per call")
+    parser.add_argument("--load-after", type=float, default=0.08, help="shift: T_load from the middle on (0.08)")
     parser.add_argument(
         "--step", type=float, default=None, help="latency: T_step in seconds (default 0.02); decode: sleep per step (0)"
     )
@@ -472,7 +558,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             prefetcher.close()
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
-    targets = check_targets(workload, rows, args.batches)
+    targets = check_targets(workload, rows, args.batches) + autotune_lines(rows, args.batches)
     for line in targets:
         print(line)
     out = Path(args.out)

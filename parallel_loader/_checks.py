@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_bool", "check_callable", "check_int", "check_timeout"]
+__all__ = ["check_bool", "check_callable", "check_int", "check_threads", "check_timeout"]
 
 
 def check_int(name: str, value: object, minimum: int) -> int:
@@ -27,6 +27,20 @@ def check_int(name: str, value: object, minimum: int) -> int:
     if number < minimum:
         raise ValueError(f"{name} must be at least {minimum}, got {number}")
     return number
+
+
+def check_threads(name: str, value: object) -> int | str:
+    """Return a thread count: an int of at least 1, or ``"auto"``.
+
+    Raises:
+        TypeError: ``value`` is neither an int nor ``"auto"``.
+        ValueError: it is below 1.
+    """
+    if value == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise TypeError(f'{name} must be an int or "auto", got {value!r}')
+    return check_int(name, value, minimum=1)
 
 
 def check_bool(name: str, value: object) -> bool:

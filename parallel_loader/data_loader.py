@@ -8,7 +8,11 @@
   progress, and the watchdog for stuck calls;
 * the error budget (``error_budget``): which failed calls may be skipped, and
   the manifest of those that were;
-* the bounded ``FIFOQueue`` between the threads and the consumer.
+* the bounded ``FIFOQueue`` between the threads and the consumer;
+* the telemetry (``telemetry``): call times per thread, the consumer's wait and
+  the queue's fill, read by ``stats()``;
+* with ``num_threads="auto"``, the thread tuner (``autotune``), which the
+  consumer hands the running totals and which answers a new thread count.
 
 What stays here is the consumer's side: starting and ending epochs, handing
 slots of the plan to the threads, ordered reassembly, and raising failures.
@@ -32,12 +36,14 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_bool, check_callable, check_int, check_timeout
+from .autotune import Sample, ThreadTuner
 from .batching import SampleBatches
 from .epoch_plan import EpochPlan, shuffled_order
 from .error_budget import ErrorBudget, ErrorRecord, error_context
 from .errors import LoaderClosed, LoaderTimeout
 from .fifo_queue import FIFOQueue, QueueClosed
 from .sharding import Remainder, check_shard, shard_length, shard_positions
+from .telemetry import LoaderStats, QueueWatch
 from .worker_pool import CallSlot, WorkerPool
 from .yield_function import epoch_length, has_epoch_hooks
 
@@ -93,9 +99,13 @@ class DataLoader:
             index), or a zero-argument callable for a stream. With ``batch_size``:
             a sample dataset (``len()`` samples, ``[index]`` or ``(index)`` one
             sample), which the loader wraps in a ``SampleBatches`` (``.yield_fn``).
-        num_threads: how many loader threads call ``yield_fn`` at once.
+        num_threads: how many loader threads call ``yield_fn`` at once; ``"auto"``
+            to start with ``min_threads`` and add or remove threads while running,
+            from what the loader measures (see ``parallel_loader.autotune``), each
+            change logged; or a ``ThreadTuner`` to do so with settings of its own.
         max_len: capacity of the batch queue. At most about ``max_len + num_threads``
-            batches exist at once, in ordered mode too.
+            batches exist at once (``max_len + max_threads`` with ``"auto"``), in
+            ordered mode too.
         shuffle: visit the indices of each epoch in a new random order. For a
             batch-level yield function this reorders whole batches, not what is
             in them; with ``batch_size`` the samples are shuffled (batches then
@@ -139,6 +149,10 @@ class DataLoader:
             ``"pad"`` tops the short shards up from the start of the global order
             (those batches are read twice), ``"drop"`` leaves the last positions of the
             order out (they differ per epoch when shuffling).
+        min_threads, max_threads: with ``num_threads="auto"``: the fewest threads
+            (default 1, also the count it starts with) and the most (default 32).
+        telemetry: time each call and the consumer's waits for ``stats()`` (a clock
+            reading or two per batch); ``False`` turns that off, and ``"auto"`` with it.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -169,6 +183,9 @@ class DataLoader:
         shard_index: int = 0,
         shard_remainder: Remainder = "pad",
         overlap_epochs: bool = True,
+        min_threads: int | None = None,
+        max_threads: int | None = None,
+        telemetry: bool = True,
     ) -> None:
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
         self._seed_given = seed is not None
@@ -188,6 +205,11 @@ class DataLoader:
             shuffle, seed = False, yield_fn.seed
         elif check_bool("drop_last", drop_last) or collate is not None:
             raise ValueError("drop_last and collate batch samples: pass batch_size too")
+        self.telemetry = check_bool("telemetry", telemetry)
+        self._tuner = _tuner(num_threads, min_threads, max_threads, self.telemetry)
+        if self._tuner is not None:
+            self._tuner.name = name
+            num_threads = self._tuner.initial
         num_threads = check_int("num_threads", num_threads, minimum=1)
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
@@ -249,6 +271,7 @@ class DataLoader:
         # One lock guards the state below and the pool's; code that may run in the
         # main thread takes it as ``with self._lock`` (see worker_pool's docstring).
         self._lock = threading.Lock()
+        self._watch = QueueWatch()
         self._pool = WorkerPool(
             name,
             self._lock,
@@ -260,6 +283,7 @@ class DataLoader:
             call_timeout=call_timeout,
             on_stuck=self._on_stuck,
         )
+        self._pool.timed = self.telemetry
         self._started = False
         self._closed = False
         self._failure: BaseException | None = None
@@ -311,6 +335,50 @@ class DataLoader:
     def errors(self) -> list[ErrorRecord]:
         """The failures recorded so far: skipped calls, stuck calls, and what the yield function reported."""
         return list(self._budget.records)
+
+    @property
+    def tuner(self) -> ThreadTuner | None:
+        """The thread tuner with ``num_threads="auto"`` (its ``changes`` list what it did), else ``None``."""
+        return self._tuner
+
+    def stats(self) -> LoaderStats:
+        """A snapshot of what the loader measured since its first iteration (see ``telemetry``).
+
+        Safe from any thread; approximate while the loader runs. With
+        ``telemetry=False`` the call times and waits stay at zero.
+        """
+        return LoaderStats.collect(
+            self._watch,
+            self._results,
+            self._pool.call_times(),
+            self.max_len,
+            time.perf_counter(),
+            threads=self._pool.size,
+            busy=self._pool.busy,
+            errors=len(self._budget.records),
+        )
+
+    def resize(self, num_threads: int) -> None:
+        """Run ``num_threads`` loader threads from now on: start more, or retire some.
+
+        A thread retired finishes its call and hands its batch on first, so every
+        index still comes exactly once, in order in ordered mode. Before the first
+        iteration it sets how many start. Any thread may call it; the tuner of
+        ``num_threads="auto"`` calls it from the consumer's.
+
+        Raises:
+            TypeError, ValueError: ``num_threads`` is not an int of at least 1.
+        """
+        num_threads = check_int("num_threads", num_threads, minimum=1)
+        with self._lock:
+            if self._closed:
+                return
+            self.num_threads = num_threads
+            if self.ordered:
+                self._window = self.max_len + num_threads
+            started = self._started
+        if started:
+            self._pool.resize(num_threads)
 
     def __len__(self) -> int:
         """Batches per epoch (this shard's), as the yield function says now."""
@@ -529,6 +597,10 @@ class DataLoader:
             with self._lock:
                 self._active = False
             raise
+        if self._watch.started is None:
+            self._watch.started = time.perf_counter()
+        if self._tuner is not None:
+            self._tuner.restart(self._tuner_sample())
         with self._lock:
             # Slots of the plan made ahead that threads took already count as handed out.
             self._next = self._ahead_next if ahead is not None else 0
@@ -583,6 +655,9 @@ class DataLoader:
         next_slot = 0
         budget = self._budget
         errors_seen = len(budget.records)
+        results = self._results
+        watch = self._watch if self.telemetry else None
+        tuner = self._tuner
         while True:
             # Read without the lock: only a stream's end changes _slots during an
             # epoch, and that is set before the end's marker is queued, so it is
@@ -595,7 +670,7 @@ class DataLoader:
                 tag, slot, position, batch = early.pop()
             else:
                 try:
-                    tag, slot, position, batch = self._results.dequeue()
+                    tag, slot, position, batch = results.dequeue()
                 except QueueClosed:
                     tag = None  # handled outside the except, so as not to chain QueueClosed to the error
             if tag is None:
@@ -619,6 +694,10 @@ class DataLoader:
             while True:
                 plan.mark_done(position)
                 if batch is not _NO_BATCH and type(batch) is not _Failed:
+                    if watch is not None:
+                        watch.batches += 1
+                        if tuner is not None and tuner.due(watch.batches):
+                            self._tune(tuner)
                     yield batch
                 if not self.ordered or next_slot not in pending:
                     break
@@ -631,6 +710,18 @@ class DataLoader:
         self._wait_idle(None if ahead is None else lambda task: task[0] != ahead.tag)
         if self._failure is not None:
             self._raise_failure()
+
+    def _tuner_sample(self) -> Sample:
+        times = self._pool.call_times().values()
+        watch = self._watch
+        calls, call_seconds = sum(t.count for t in times), sum(t.total for t in times)
+        return self._tuner.sample(watch.batches, self._results.waited, calls, call_seconds)  # type: ignore[union-attr]
+
+    def _tune(self, tuner: ThreadTuner) -> None:
+        """Hand the tuner the totals now; resize the pool if it answers a new count. Consumer's thread."""
+        target = tuner.observe(self._tuner_sample(), self.num_threads)
+        if target is not None:
+            self.resize(target)
 
     def _release(self, released: int) -> int:
         """Ordered mode: the window moves on to ``released``; one waiting thread may take a slot."""
@@ -796,3 +887,25 @@ class DataLoader:
     def _report_skip(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> None:
         """The error sink given to a yield function that skips bad data itself. Any thread."""
         self._budget.record(self._epoch, index, exc, context or error_context(self._yield_fn, index, exc))
+
+
+def _tuner(
+    num_threads: int | str | ThreadTuner,
+    min_threads: int | None,
+    max_threads: int | None,
+    telemetry: bool,
+) -> ThreadTuner | None:
+    """The tuner that ``num_threads`` asks for, or ``None`` for a fixed count; checks the bounds go with it."""
+    if isinstance(num_threads, str):
+        if num_threads != "auto":
+            raise TypeError(f'num_threads must be an int or "auto", got {num_threads!r}')
+        tuner = ThreadTuner(1 if min_threads is None else min_threads, max_threads)
+    elif isinstance(num_threads, ThreadTuner):
+        tuner = num_threads
+    else:
+        tuner = None
+    if (tuner is None or isinstance(num_threads, ThreadTuner)) and (min_threads, max_threads) != (None, None):
+        raise ValueError('min_threads and max_threads bound num_threads="auto"; pass num_threads="auto" with them')
+    if tuner is not None and not telemetry:
+        raise ValueError('num_threads="auto" tunes from the telemetry: it needs telemetry=True')
+    return tuner

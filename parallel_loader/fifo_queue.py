@@ -52,6 +52,10 @@ class FIFOQueue:
         self._mutex = threading.Lock()
         self._not_empty = threading.Condition(self._mutex)
         self._not_full = threading.Condition(self._mutex)
+        # What dequeue saw, for its callers' statistics; written under the lock, read without it.
+        self.taken = 0  # items dequeued
+        self.fill_total = 0  # the sum over those of the items queued just before each
+        self.waited = 0.0  # seconds dequeue spent blocked, waiting for an item
 
     @property
     def max_len(self) -> int:
@@ -108,9 +112,16 @@ class FIFOQueue:
         timeout = check_timeout(timeout)
         with self._mutex:
             if not self._items and not self._closed:
-                self._wait(self._not_empty, self._is_empty, timeout, "dequeue")
+                # The clock is read only here, where the caller waits anyway.
+                start = time.perf_counter()
+                try:
+                    self._wait(self._not_empty, self._is_empty, timeout, "dequeue")
+                finally:
+                    self.waited += time.perf_counter() - start
             if not self._items:
                 raise QueueClosed("dequeue on a closed, empty FIFOQueue")
+            self.taken += 1
+            self.fill_total += len(self._items)
             item = self._items.popleft()
             self._not_full.notify()
             return item

@@ -25,14 +25,26 @@ from .yield_function import epoch_length
 if TYPE_CHECKING:
     import tensorflow as tf
 
-__all__ = ["as_tf_dataset", "infer_signature"]
+__all__ = ["as_tf_dataset", "infer_signature", "loader_of"]
+
+# The attribute of a dataset made by as_tf_dataset that holds its _LoaderRef.
+_REF = "_parallel_loader_ref"
+
+
+class _LoaderRef:
+    """The loader a dataset iterates: the one given, or the one its latest iteration made."""
+
+    __slots__ = ("loader",)
+
+    def __init__(self, loader: DataLoader | None) -> None:
+        self.loader = loader
 
 
 def as_tf_dataset(
     source: DataLoader | Callable[..., Any],
     output_signature: Any = None,
     *,
-    num_threads: int = 4,
+    num_threads: int | str = 4,
     max_len: int = 8,
     shuffle: bool = False,
     seed: int | None = None,
@@ -124,7 +136,8 @@ def as_tf_dataset(
     Returns:
         A dataset whose elements are the batches; its cardinality is the number of
         batches per epoch (of this shard) when the source has a length, unless
-        the batches are prefetched to a device.
+        the batches are prefetched to a device. ``loader_of(dataset)`` gives the
+        loader it iterates (for ``parallel_loader.keras.LoaderStats``).
 
     Raises:
         TypeError: a stream without ``output_signature``, a class where an
@@ -166,12 +179,14 @@ def as_tf_dataset(
         output_signature = infer_signature(yield_fn(0))
 
     if isinstance(source, DataLoader):
+        ref = _LoaderRef(source)
 
         def generate() -> Iterator[Any]:
             yield from _completing(source)
 
     else:
         epochs = itertools.count()
+        ref = _LoaderRef(None)
 
         def generate() -> Iterator[Any]:
             # One loader per epoch (TensorFlow may drop an iterator without ending it), so
@@ -180,6 +195,7 @@ def as_tf_dataset(
                 yield_fn, *loader_args, first_epoch=next(epochs), overlap_epochs=False, **_shard_kwargs(sharding)
             )
             with loader:
+                ref.loader = loader
                 yield from _completing(loader)
 
     dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
@@ -187,7 +203,27 @@ def as_tf_dataset(
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     if prefetch_to_device is not None:
         dataset = prefetch_dataset(dataset, prefetch_to_device, device_buffer)
+    setattr(dataset, _REF, ref)
     return dataset
+
+
+def loader_of(dataset: Any) -> DataLoader | None:
+    """The ``DataLoader`` that a dataset made by ``as_tf_dataset`` iterates.
+
+    For a dataset over a ``DataLoader``, that loader; over a yield function, the
+    loader of its latest iteration (``None`` before the first).
+
+    Raises:
+        TypeError: ``dataset`` was not made by ``as_tf_dataset`` (a dataset derived
+            from one with ``.map`` or ``.repeat`` is another object: pass the loader).
+    """
+    ref = getattr(dataset, _REF, None)
+    if not isinstance(ref, _LoaderRef):
+        raise TypeError(
+            f"{type(dataset).__name__} was not made by as_tf_dataset (a dataset derived from one with "
+            ".map(), .repeat() etc. is a new object): pass the DataLoader, or the dataset as_tf_dataset returned"
+        )
+    return ref.loader
 
 
 def _sharding(

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from ._checks import check_bool, check_int
+from ._checks import check_bool, check_int, check_threads
 from .data_loader import STOP_TIMEOUT, DataLoader
 from .device_prefetch import DevicePrefetcher
 from .progress import PassProgress, progress_mode
 from .sharding import Remainder
+from .telemetry import LoaderStats, Rates
 from .yield_function import epoch_length
 
 __all__ = ["EpochStats", "PassStats", "Train"]
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class PassStats:
+class PassStats(Rates):
     """One pass over one data set.
 
     Attributes:
@@ -47,6 +48,8 @@ class PassStats:
             dict, as ``model.train_on_batch(x, y, return_dict=True)`` returns
             ``{"loss": ..., "accuracy": ...}``; values that are not plain numbers
             (tensors) are left out, since reading them would wait for the device.
+        loader: what the loader measured during the pass (``DataLoader.stats()``
+            over the pass): its call times per thread, queue fill, thread count.
     """
 
     batches: int = 0
@@ -54,15 +57,7 @@ class PassStats:
     wait_seconds: float = 0.0
     outputs: list[Any] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def wait_fraction(self) -> float:
-        """The fraction of the pass spent waiting for data: 0 means the loader kept up."""
-        return self.wait_seconds / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def batches_per_second(self) -> float:
-        return self.batches / self.seconds if self.seconds > 0 else 0.0
+    loader: LoaderStats | None = None
 
 
 @dataclass
@@ -103,11 +98,12 @@ class Train:
             or with ``batch_size`` a sample dataset.
         val_yield: validation data, run through ``val_task`` after every epoch.
         test_yield: test data, run through ``test_task`` by ``test()``.
-        num_threads: loader threads for the training data (default 4).
+        num_threads: loader threads for the training data (default 4), or ``"auto"``
+            to let each loader tune its count while it runs (see ``DataLoader``).
         max_len: capacity of each batch queue.
         val_task: called with each validation batch; required with ``val_yield``.
         test_task: called with each test batch; required with ``test_yield``.
-        eval_num_threads: loader threads for validation and test data (default ``num_threads``).
+        eval_num_threads: loader threads for validation and test data (default ``num_threads``), or ``"auto"``.
         shuffle: shuffle the training data every epoch (the samples with
             ``batch_size``, else the order of the batches). On by default, as in
             Keras's ``fit``: ``Train`` is a training loop, while a ``DataLoader``
@@ -153,12 +149,12 @@ class Train:
         train_yield: Any,
         val_yield: Any = None,
         test_yield: Any = None,
-        num_threads: int | None = None,
+        num_threads: int | str | None = None,
         max_len: int = 8,
         *,
         val_task: Callable[[Any], Any] | None = None,
         test_task: Callable[[Any], Any] | None = None,
-        eval_num_threads: int | None = None,
+        eval_num_threads: int | str | None = None,
         shuffle: bool = True,
         seed: int | None = None,
         ordered: bool = False,
@@ -168,8 +164,8 @@ class Train:
         batch_size: int | None = None,
         drop_last: bool = False,
         collate: Callable[[list[Any]], Any] | None = None,
-        max_nthread: int | None = None,
-        eval_nthread: int | None = None,
+        max_nthread: int | str | None = None,
+        eval_nthread: int | str | None = None,
         on_error: str = "raise",
         max_errors: int | float | None = None,
         error_log: str | os.PathLike[str] | None = None,
@@ -193,9 +189,9 @@ class Train:
                 raise TypeError(f"{data}_yield was given without {data}_task: pass the callable to run on its batches")
             if task is not None and data_set is None:
                 raise TypeError(f"{data}_task was given without {data}_yield: pass the data to run it on")
-        self.num_threads = check_int(*_alias("num_threads", num_threads, "max_nthread", max_nthread, 4), minimum=1)
-        self.eval_num_threads = check_int(
-            *_alias("eval_num_threads", eval_num_threads, "eval_nthread", eval_nthread, self.num_threads), minimum=1
+        self.num_threads = check_threads(*_alias("num_threads", num_threads, "max_nthread", max_nthread, 4))
+        self.eval_num_threads = check_threads(
+            *_alias("eval_num_threads", eval_num_threads, "eval_nthread", eval_nthread, self.num_threads)
         )
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.keep_outputs = check_bool("keep_outputs", keep_outputs)
@@ -214,7 +210,7 @@ class Train:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
         if not indexed:
             train_kwargs["batches_per_epoch"] = batches_per_epoch
-        self._specs: dict[str, tuple[Any, int, dict[str, Any]]] = {
+        self._specs: dict[str, tuple[Any, int | str, dict[str, Any]]] = {
             "train": (train_yield, self.num_threads, {**train_kwargs, **batching})
         }
         if val_yield is not None:
@@ -389,6 +385,7 @@ class Train:
     ) -> PassStats:
         stats = PassStats()
         means = _Means()
+        before = loader.stats()
         start = ready = time.perf_counter()
         source = loader if self._prefetcher is None else self._prefetcher.iterate(loader)
         with closing(iter(source)) as batches:  # closed at once on a stop, an error, or Ctrl-C
@@ -408,6 +405,7 @@ class Train:
                 stats.wait_seconds += time.perf_counter() - ready  # waiting for the end of the epoch
         stats.seconds = time.perf_counter() - start
         stats.metrics = means.values
+        stats.loader = loader.stats().since(before)
         return stats
 
 
@@ -488,13 +486,20 @@ def _stats_dict(stats: EpochStats) -> dict[str, Any]:
     return record
 
 
+def _pass_from_dict(record: Mapping[str, Any]) -> PassStats:
+    values = dict(record)
+    if values.get("loader") is not None:
+        values["loader"] = LoaderStats.from_dict(values["loader"])
+    return PassStats(**values)
+
+
 def _stats_from_dict(record: Any) -> EpochStats:
     try:
         val = record.get("val")
         return EpochStats(
             epoch=int(record["epoch"]),
-            train=PassStats(**record["train"]),
-            val=PassStats(**val) if val is not None else None,
+            train=_pass_from_dict(record["train"]),
+            val=_pass_from_dict(val) if val is not None else None,
         )
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"malformed EpochStats in a Train state ({exc}): {record!r:.200}") from None

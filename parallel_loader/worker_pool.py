@@ -1,8 +1,9 @@
 """The loader's threads: each takes a task, makes it, hands the result on, and takes the next.
 
-``WorkerPool`` owns the threads, their start and their end, the count of calls
-in progress, and the watchdog that notices a call stuck for longer than
-``call_timeout``. What a task is, how it is made and where the result goes is
+``WorkerPool`` owns the threads, their start and their end (``resize`` adds
+threads or retires some while they run), the count of calls in progress, the
+time of each call (``telemetry.CallTimes``), and the watchdog that notices a
+call stuck for longer than ``call_timeout``. What a task is, how it is made and where the result goes is
 the loader's business, given as three functions. The pool knows nothing of
 epochs, batches or queues.
 
@@ -25,6 +26,8 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .telemetry import CallTimes
+
 __all__ = ["CallSlot", "WorkerPool"]
 
 log = logging.getLogger(__name__)
@@ -36,7 +39,7 @@ class CallSlot:
     Written by its thread; read by the watchdog and by ``close()``.
     """
 
-    __slots__ = ("abandoned", "number", "started", "task", "thread")
+    __slots__ = ("abandoned", "number", "started", "task", "thread", "times")
 
     def __init__(self, number: int, thread: threading.Thread) -> None:
         self.number = number
@@ -44,6 +47,7 @@ class CallSlot:
         self.task: Any = None
         self.started: float | None = None  # None while the thread is not in a call
         self.abandoned = False  # the watchdog gave up on this thread's call
+        self.times = CallTimes()  # the durations of its calls, written by its thread only
 
     def stack(self, skip: tuple[str, ...] = ()) -> str:
         """The thread's current stack from the yield function down, most recent call last ('' if it has ended).
@@ -99,6 +103,7 @@ class WorkerPool:
         on_stuck: Callable[[CallSlot], None] | None = None,
     ) -> None:
         self.name = name
+        self.timed = True  # record each call's time in its slot's CallTimes
         self._lock = lock
         self._take = take
         self._make = make
@@ -114,6 +119,8 @@ class WorkerPool:
         self._stopping = False
         self._busy = 0  # calls in progress, abandoned ones not counted
         self._selective_waiters = 0  # wait_idle calls waiting for the calls their match names
+        self._live = 0  # threads that take work: started, not retired, ended or abandoned
+        self._retire = 0  # threads asked to end at their next take (resize)
         self._slots: list[CallSlot] = []
         self._watchdog: threading.Thread | None = None
         self._watchdog_stop = threading.Event()
@@ -128,6 +135,15 @@ class WorkerPool:
         """Calls in progress now, abandoned ones not counted (approximate)."""
         return self._busy
 
+    @property
+    def size(self) -> int:
+        """Threads that take work now, less those asked to retire (approximate)."""
+        return self._live - self._retire
+
+    def call_times(self) -> dict[str, CallTimes]:
+        """Each thread's call times, by thread name, retired and ended threads included."""
+        return {slot.thread.name: slot.times for slot in self._slots}
+
     def stuck(self) -> list[CallSlot]:
         """Slots whose call the watchdog abandoned and whose thread still runs it."""
         return [s for s in self._slots if s.abandoned and s.thread.is_alive()]
@@ -140,6 +156,25 @@ class WorkerPool:
             self._watchdog = threading.Thread(target=self._watch, name=f"{self.name}-watchdog", daemon=True)
             self._watchdog.start()
         log.debug("%s started %d threads", self.name, count)
+
+    def resize(self, count: int) -> None:
+        """Run ``count`` threads: start more, or ask some to end at their next take. Safe from any thread.
+
+        A thread asked to end finishes the call it is in and hands its result on
+        first, so no task taken is lost. Does nothing once stopping.
+        """
+        with self._lock:
+            if self._stopping:
+                return
+            size = self._live - self._retire
+            if count > size:
+                kept = min(self._retire, count - size)  # cancel retirements not carried out yet
+                self._retire -= kept
+                for _ in range(count - size - kept):
+                    self._start_thread()
+            elif count < size:
+                self._retire += size - count
+            self._work.notify_all()  # idle threads retire now; others may take more work
 
     def replace(self, slot: CallSlot) -> None:
         """Start a thread to take over from the abandoned ``slot``'s. Safe from any thread."""
@@ -222,42 +257,64 @@ class WorkerPool:
         thread._pool_slot = slot  # type: ignore[attr-defined]
         # Listed before it starts, so that an interrupt between the two cannot hide it from join().
         self._slots.append(slot)
+        self._live += 1
         with _interrupts_deferred():
             thread.start()
 
     def _run(self) -> None:
         slot: CallSlot = threading.current_thread()._pool_slot  # type: ignore[attr-defined]
+        counted = False
+        try:
+            counted = self._serve(slot)
+        finally:
+            if not counted:
+                with self._lock:
+                    if not slot.abandoned:  # an abandoned slot was taken off the count by the watchdog
+                        self._live -= 1
+
+    def _serve(self, slot: CallSlot) -> bool:
+        """Take, make and put until told to end; True if it took itself off ``_live`` (retiring)."""
         if self._thread_init is not None:
             try:
                 self._thread_init(slot.number)
             except BaseException as exc:  # handed to the consumer, which re-raises it
                 exc.add_note(f"raised by thread_init in loader thread {slot.thread.name}")
                 self._fail(exc)
-                return
+                return False
         take, make, put = self._take, self._make, self._put
+        record = slot.times.add if self.timed else None
         while True:
             with self._lock:
                 while True:
                     if self._stopping:
-                        return
+                        return False
+                    if self._retire:
+                        # Both counts under the same lock, so that resize() never sees this thread
+                        # neither retiring nor live, and retires one thread too many.
+                        self._retire -= 1
+                        self._live -= 1
+                        log.debug("%s: %s retired", self.name, slot.thread.name)
+                        return True
                     task = take()
                     if task is not None:
                         break
                     self._work.wait()
                 self._busy += 1
                 slot.task = task
-                slot.started = time.monotonic()
+                slot.started = started = time.monotonic()
             result = make(task)
+            if record is not None:
+                record(time.monotonic() - started)
             with self._lock:
                 if slot.abandoned:
-                    return  # the watchdog gave up on this call and accounted for it
+                    return False  # the watchdog gave up on this call and accounted for it
                 slot.started = None
                 slot.task = None
                 self._busy -= 1
                 if not self._busy or self._selective_waiters:
                     self._idle.notify_all()
             if not put(task, result):
-                return
+                return False
 
     def _watch(self) -> None:
         timeout = self.call_timeout
@@ -275,6 +332,7 @@ class WorkerPool:
                     if now - started >= timeout:
                         slot.abandoned = True
                         self._busy -= 1
+                        self._live -= 1
                         stuck.append(slot)
                     else:
                         wait = min(wait, started + timeout - now)

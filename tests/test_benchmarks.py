@@ -37,11 +37,14 @@ def _finite(value: float) -> bool:
 
 
 def test_queue_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = queue_overhead.main(["--items", "2000", "--rounds", "2", "--max-len", "4", "--out", str(tmp_path)])
+    argv = ["--items", "2000", "--rounds", "2", "--max-len", "4", "--loader-items", "300", "--loader-rounds", "2"]
+    report = queue_overhead.main([*argv, "--out", str(tmp_path)])
+    assert len(report["telemetry"]["on"]) == len(report["telemetry"]["off"]) == 2
+    out = capsys.readouterr().out
+    assert "telemetry cost:" in out and "ratio FIFO/Queue" in out
     (result,) = report["results"]
     assert len(result["fifo"]) == len(result["queue"]) == len(result["ratios"]) == 2
     assert all(_finite(x) for x in result["fifo"] + result["queue"])
-    assert "ratio FIFO/Queue" in capsys.readouterr().out
     assert json.loads((tmp_path / "queue_overhead.json").read_text())["results"][0]["max_len"] == 4
 
 
@@ -79,6 +82,16 @@ def test_sweep_latency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert (tmp_path / "sweep_latency.png").exists() or "no plot" in out
 
 
+def test_sweep_auto_is_compared_with_the_fixed_counts(tmp_path: Path) -> None:
+    argv = ["--workload", "shift", "--load", "0.002", "--load-after", "0.004", "--step", "0.001", "--batches", "60"]
+    report = sweep.main([*argv, "--threads", "1,2,auto", "--rounds", "1", "--no-plot", "--out", str(tmp_path)])
+    assert [row["threads"] for row in report["rows"]] == ["1", "2", "auto"]
+    auto = report["rows"][-1]
+    assert auto["batches"] == 60 and auto["settled_threads"] >= 1
+    lines = [line for line in report["targets"] if line.startswith("auto:")]
+    assert "of the best fixed N=" in lines[0] and "settled on" in lines[2]
+
+
 def _latency_row(threads: int, efficiency: float, seconds: float) -> dict:
     return {"threads": str(threads), "efficiency": efficiency, "steady_efficiency": 0.99, "wait_fraction": 0.2,
             "steady_wait_fraction": 0.01, "seconds": seconds}  # fmt: skip
@@ -102,7 +115,7 @@ def test_sweep_targets_missed_or_not_judged():
 
 def test_benchmarks_run_from_another_folder_with_pythonpath(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = ["--items", "200", "--rounds", "1", "--max-len", "2", "--out", str(tmp_path / "out")]
+    argv = ["--items", "200", "--rounds", "1", "--max-len", "2", "--loader-items", "0", "--out", str(tmp_path / "out")]
     result = subprocess.run(
         [sys.executable, "-m", "benchmarks.queue_overhead", *argv],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
