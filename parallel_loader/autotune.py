@@ -140,7 +140,7 @@ class ThreadTuner:
     """Chooses a loader's thread count while it runs (see the module's docstring).
 
     Args:
-        min_threads: the fewest threads; the loader starts with these.
+        min_threads: the fewest threads.
         max_threads: the most threads; ``None``: 32.
         cores: the cores the process may use; ``None``: ``available_cores()``.
         clock: seconds, for the windows; ``time.monotonic`` by default.
@@ -175,13 +175,18 @@ class ThreadTuner:
         self.name = "loader"
         self.changes: list[tuple[int, int, str]] = []  # (from, to, why), in order
         self._start: Sample | None = None
+        self._measured = False  # a first window was measured
         self._grown_from: tuple[int, float] | None = None  # (count, rate) before the last growth
         self._ceiling: tuple[int, int] | None = None  # (count, windows left) not to grow past
 
     @property
     def initial(self) -> int:
-        """The thread count to start with."""
-        return self.min_threads
+        """The thread count to start with: one per core, within the bounds.
+
+        Enough for CPU-bound work from the start; latency-bound work grows from it
+        after the first window, which ends with the first batch delivered.
+        """
+        return min(self.max_threads, max(self.min_threads, int(self.cores)))
 
     def restart(self, sample: Sample) -> None:
         """Begin a new window at ``sample``: at an epoch's start, so that time between epochs does not count."""
@@ -190,7 +195,9 @@ class ThreadTuner:
     def due(self, batches: int) -> bool:
         """Whether a window begun earlier may have ended at ``batches`` delivered (cheap: no clock read)."""
         start = self._start
-        return start is not None and batches - start.batches >= self.min_batches
+        return start is not None and batches - start.batches >= (
+            self.min_batches if self.changes or self._measured else 1
+        )
 
     def observe(self, sample: Sample, threads: int) -> int | None:
         """Take the loader's totals now; a new thread count when a window ended with a change, else ``None``.
@@ -204,8 +211,12 @@ class ThreadTuner:
             self._start = sample
             return None
         window = Window.between(start, sample, threads)
-        if window.batches < self.min_batches or window.seconds < max(self.min_seconds, 2 * window.call):
-            return None
+        if self._measured or self.changes:
+            if window.batches < self.min_batches or window.seconds < max(self.min_seconds, 2 * window.call):
+                return None
+        elif not window.batches or window.seconds < window.call:
+            return None  # the first window ends with the first batch: a start input-bound on latency grows at once
+        self._measured = True
         self._start = sample
         target, why = self._next(window)
         if target == threads:

@@ -46,6 +46,8 @@ def test_the_bounds_hold():
     assert decide(window(3, call=0.01, step=1.0, wait=0.0), 2, 3, 8)[0] == 3
     with pytest.raises(ValueError, match="max_threads"):
         ThreadTuner(4, 2)
+    assert ThreadTuner(1, 8, cores=2).initial == 2 and ThreadTuner(1, 8, cores=16).initial == 8
+    assert ThreadTuner(3, 8, cores=2).initial == 3
     with pytest.raises(ValueError, match="min_threads"):
         ThreadTuner(0)
 
@@ -79,14 +81,16 @@ def test_the_tuner_waits_for_a_full_window_logs_each_change_and_undoes_a_growth_
     tuner = ThreadTuner(1, 8, cores=4, clock=clock.time, cpu_seconds=clock.cpu_seconds, min_batches=3)
     totals = dict(batches=0, wait=0.0, calls=0, call_seconds=0.0)
     tuner.restart(tuner.sample(0, 0.0, 0, 0.0))
-    assert not tuner.due(2)
+    assert tuner.initial == 4, "one thread per core to start with"
+    assert not tuner.due(0) and tuner.due(1), "the first window ends with the first batch"
     with caplog.at_level(logging.INFO, logger="parallel_loader.autotune"):
-        # Two batches are not a window yet.
-        assert feed(tuner, clock, totals, 1, seconds=0.2, batches=2, wait=0.9, call=0.1, cpu=0.5) is None
         # Input-bound at 10 batches/s, CPU half a core per thread: grow as far as the idle cores feed (1 + 3.5/0.5).
         assert feed(tuner, clock, totals, 1, seconds=0.2, batches=2, wait=0.9, call=0.1, cpu=0.5) == 8
+        # From then on a window needs min_batches: two batches are not a window yet.
+        assert not tuner.due(totals["batches"] + 2)
+        assert feed(tuner, clock, totals, 8, seconds=0.2, batches=2, wait=0.9, call=0.2, cpu=3.0) is None
         # 8 threads busy on the CPU deliver no more than 1 did: back to 1, and no growth for HOLD windows.
-        assert feed(tuner, clock, totals, 8, seconds=0.5, batches=5, wait=0.9, call=0.2, cpu=3.0) == 1
+        assert feed(tuner, clock, totals, 8, seconds=0.3, batches=3, wait=0.9, call=0.2, cpu=3.0) == 1
         for _ in range(HOLD - 1):
             assert feed(tuner, clock, totals, 1, seconds=0.5, batches=5, wait=0.9, call=0.1, cpu=0.5) is None
         assert feed(tuner, clock, totals, 1, seconds=0.5, batches=5, wait=0.9, call=0.1, cpu=0.5) == 8
