@@ -14,6 +14,8 @@ Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
 from .batching import SampleBatches, default_collate
 from .data_loader import DataLoader, LoaderClosed
 from .device_prefetch import DevicePrefetcher
+from .error_budget import ErrorRecord
+from .errors import ErrorBudgetExceeded, LoaderTimeout
 from .fifo_queue import FIFOQueue, QueueClosed
 from .tf_data import as_tf_dataset
 from .train import EpochStats, PassStats, Train
@@ -22,9 +24,12 @@ from .yield_function import YieldFunction
 __all__ = [
     "DataLoader",
     "DevicePrefetcher",
+    "ErrorBudgetExceeded",
+    "ErrorRecord",
     "EpochStats",
     "FIFOQueue",
     "LoaderClosed",
+    "LoaderTimeout",
     "PassStats",
     "QueueClosed",
     "SampleBatches",
