@@ -210,6 +210,12 @@ class DataLoader:
         self._window = max_len + num_threads if ordered else None
         self._calls = 0  # results the consumer received, for a fractional error budget
         self._errors_before = 0  # failures recorded before a load_state_dict
+        # What state_dict counts: calls done (delivered or skipped) and the failures
+        # among them, the loaded state's included. A result made but not delivered
+        # is made again after a resume, so its failure must not be counted twice.
+        self._done_calls = 0
+        self._done_errors = 0
+        self._reported = 0  # failures the yield function reported through the error sink
 
     # Public API, for the consuming thread.
 
@@ -298,8 +304,8 @@ class DataLoader:
             "length": None if self._stream else len(self),
             "seed": self.seed,
             "shuffle": self.shuffle,
-            "errors": self._errors_before + len(self._budget.records),
-            "calls": self._calls,
+            "errors": self._done_errors + self._reported,
+            "calls": self._done_calls,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -349,8 +355,8 @@ class DataLoader:
         self.seed = saved_seed if not self._seed_given else self.seed
         self._epoch = epoch - 1
         self._completed = epoch - 1
-        self._errors_before = errors
-        self._calls = calls
+        self._errors_before = self._done_errors = errors
+        self._calls = self._done_calls = calls
 
     def stop(self) -> None:
         """Tell every loader thread to stop, without waiting: the first half of ``close()``.
@@ -496,7 +502,10 @@ class DataLoader:
                 next_slot = self._release(next_slot + 1)
             while True:
                 plan.mark_done(position)
-                if batch is not _NO_BATCH and type(batch) is not _Failed:
+                self._done_calls += 1
+                if type(batch) is _Failed:
+                    self._done_errors += 1
+                elif batch is not _NO_BATCH:
                     yield batch
                 if not self.ordered or next_slot not in pending:
                     break
@@ -648,3 +657,5 @@ class DataLoader:
     def _report_skip(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> None:
         """The error sink given to a yield function that skips bad data itself. Any thread."""
         self._budget.record(self._epoch, index, exc, context or error_context(self._yield_fn, index, exc))
+        with self._lock:
+            self._reported += 1
