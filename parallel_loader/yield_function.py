@@ -61,7 +61,7 @@ def epoch_length(yield_fn: Any) -> int | None:
     Raises:
         TypeError: ``yield_fn`` is not callable, is a generator function, or its
             length is not an int.
-        ValueError: its length is negative.
+        ValueError: its length is negative, or too large for ``len()``.
     """
     if inspect.isgeneratorfunction(yield_fn) or inspect.isgenerator(yield_fn) or isinstance(yield_fn, Iterator):
         raise TypeError(
@@ -84,4 +84,9 @@ def epoch_length(yield_fn: Any) -> int | None:
         ) from exc
     except ValueError as exc:  # CPython's own message for a negative __len__
         raise ValueError(f"len() of the yield function {type(yield_fn).__name__} must be >= 0: {exc}") from exc
+    except OverflowError as exc:  # CPython's "cannot fit 'int' into an index-sized integer"
+        raise ValueError(
+            f"len() of the yield function {type(yield_fn).__name__} is too large ({exc}); "
+            "__len__ must return the number of batches per epoch"
+        ) from exc
     return n
