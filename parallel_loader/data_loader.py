@@ -69,13 +69,29 @@ _NEVER_SKIPPED = (MemoryError,)
 
 
 class _Failed:
-    """A call that failed. ``record`` is set when it is skipped, ``None`` when it stops the loader."""
+    """A call that failed. ``record`` is set when it is skipped, ``None`` when it stops the loader.
 
-    __slots__ = ("exc", "record")
+    A call made ahead for the next epoch is ``deferred``: what its failure means
+    (a record against the budget, or the error raised) is settled when its epoch
+    delivers it, so an epoch that never runs neither counts nor raises it.
+    """
 
-    def __init__(self, exc: BaseException, record: ErrorRecord | None) -> None:
+    __slots__ = ("deferred", "epoch", "exc", "index", "record", "thread")
+
+    def __init__(
+        self,
+        exc: BaseException,
+        record: ErrorRecord | None,
+        epoch: int = 0,
+        index: int | None = None,
+        deferred: bool = False,
+    ) -> None:
         self.exc = exc
         self.record = record
+        self.epoch = epoch
+        self.index = index
+        self.deferred = deferred
+        self.thread = threading.current_thread().name  # where it failed, for a deferred record
 
 
 class DataLoader:
@@ -308,6 +324,12 @@ class DataLoader:
         self._window = max_len + num_threads if ordered else None
         self._calls = 0  # results the consumer received, for a fractional error budget
         self._errors_before = 0  # failures recorded before a load_state_dict
+        # What state_dict counts: calls done (delivered or skipped) and the failures
+        # among them, the loaded state's included. A result made but not delivered
+        # is made again after a resume, so its failure must not be counted twice.
+        self._done_calls = 0
+        self._done_errors = 0
+        self._reported = 0  # failures the yield function reported through the error sink
 
     # Public API, for the consuming thread.
 
@@ -442,8 +464,8 @@ class DataLoader:
             "seed": self.seed,
             "shuffle": self._shuffled,
             "shard": [self.shard_index, self.num_shards],
-            "errors": self._errors_before + len(self._budget.records),
-            "calls": self._calls,
+            "errors": self._done_errors + self._reported,
+            "calls": self._done_calls,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -504,8 +526,8 @@ class DataLoader:
                 self._samples.seed = saved_seed
         self._epoch = epoch - 1
         self._completed = epoch - 1
-        self._errors_before = errors
-        self._calls = calls
+        self._errors_before = self._done_errors = errors
+        self._calls = self._done_calls = calls
 
     @property
     def _shuffled(self) -> bool:
@@ -693,7 +715,12 @@ class DataLoader:
                 next_slot = self._release(next_slot + 1)
             while True:
                 plan.mark_done(position)
-                if batch is not _NO_BATCH and type(batch) is not _Failed:
+                self._done_calls += 1
+                if type(batch) is _Failed:
+                    if batch.deferred:
+                        self._settle(batch)
+                    self._done_errors += 1
+                elif batch is not _NO_BATCH:
                     if watch is not None:
                         watch.batches += 1
                         if tuner is not None and tuner.due(watch.batches):
@@ -822,21 +849,46 @@ class DataLoader:
                 return _NO_BATCH
             error = RuntimeError(f"the yield function raised StopIteration for index {index}")
             error.__cause__ = exc
-            return self._failed(error, epoch, index)
+            return self._failed(error, task)
         except BaseException as exc:
-            return self._failed(exc, epoch, index)
+            return self._failed(exc, task)
 
-    def _failed(self, exc: BaseException, epoch: int, index: int) -> _Failed:
+    def _failed(self, exc: BaseException, task: _Task) -> _Failed:
+        tag, epoch, _, _, index = task
         where = None if self._stream else index
         exc.add_note(f"raised in loader thread {threading.current_thread().name} for index {where}")
-        if self.on_error == "skip" and isinstance(exc, Exception) and not isinstance(exc, _NEVER_SKIPPED):
+        if not isinstance(exc, Exception) or isinstance(exc, _NEVER_SKIPPED):
+            return _Failed(exc, None)  # stops the loader now, whichever epoch it was for
+        if self._made_ahead(tag):
+            return _Failed(exc, None, epoch, where, deferred=True)
+        if self.on_error == "skip":
             record = self._budget.record(epoch, where, exc, error_context(self._yield_fn, where, exc))
             log.warning("%s: skipped index %s of epoch %d: %r", self.name, where, epoch, exc)
             return _Failed(exc, record)
         return _Failed(exc, None)
 
+    def _made_ahead(self, tag: int) -> bool:
+        """Whether a task of plan ``tag`` is of the next epoch, made ahead (any thread; a stale read says no)."""
+        ahead = self._ahead
+        return ahead is not None and tag == ahead.tag
+
+    def _settle(self, failed: _Failed) -> None:
+        """A deferred failure, now delivered in its epoch: record it against the budget, or raise it."""
+        if self.on_error != "skip":
+            self._fail(failed.exc)
+            self._raise_failure()
+        context = error_context(self._yield_fn, failed.index, failed.exc)
+        self._budget.record(failed.epoch, failed.index, failed.exc, context, thread=failed.thread)
+        log.warning(
+            "%s: skipped index %s of epoch %d: %s",
+            self.name,
+            failed.index,
+            failed.epoch,
+            str(failed.exc).split("\n")[0],
+        )
+
     def _put(self, task: _Task, result: Any) -> bool:
-        if type(result) is _Failed and result.record is None:
+        if type(result) is _Failed and result.record is None and not result.deferred:
             self._fail(result.exc)
             return False
         try:
@@ -874,6 +926,10 @@ class DataLoader:
             elapsed=elapsed,
         )
         stuck = len(self._pool.stuck())
+        if stuck <= self.num_threads and self._made_ahead(slot.task[0]):
+            self._pool.replace(slot)
+            self._put(slot.task, _Failed(error, None, epoch, where, deferred=True))
+            return
         if self.on_error != "skip" or stuck > self.num_threads:
             if self.on_error == "skip":
                 error.add_note(f"{stuck} calls are stuck at once, more than num_threads={self.num_threads}")
@@ -887,6 +943,8 @@ class DataLoader:
     def _report_skip(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> None:
         """The error sink given to a yield function that skips bad data itself. Any thread."""
         self._budget.record(self._epoch, index, exc, context or error_context(self._yield_fn, index, exc))
+        with self._lock:
+            self._reported += 1
 
 
 def _tuner(

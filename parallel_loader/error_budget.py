@@ -110,15 +110,25 @@ class ErrorBudget:
         self.records: list[ErrorRecord] = []
         self._lock = threading.Lock()  # guards records and the file
 
-    def record(self, epoch: int, index: int | None, exc: BaseException, context: dict[str, Any] | None) -> ErrorRecord:
-        """Keep a record of ``exc`` and append it to the manifest. Safe from any thread."""
+    def record(
+        self,
+        epoch: int,
+        index: int | None,
+        exc: BaseException,
+        context: dict[str, Any] | None,
+        thread: str | None = None,
+    ) -> ErrorRecord:
+        """Keep a record of ``exc`` and append it to the manifest. Safe from any thread.
+
+        ``thread`` names the thread the failure happened in; by default the calling one.
+        """
         record = ErrorRecord(
             epoch=epoch,
             index=index,
             type=type(exc).__name__,
             message=str(exc),
             context=context,
-            thread=threading.current_thread().name,
+            thread=thread or threading.current_thread().name,
             time=time.time(),
             traceback="".join(traceback.format_exception(exc, limit=-3)),
         )

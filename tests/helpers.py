@@ -11,6 +11,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from parallel_loader import YieldFunction
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # How long the trigger waits before releasing a call that should block. Long
@@ -80,3 +82,54 @@ def load_example(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# The most seconds a Faulty call hangs: a test that never releases it fails
+# instead of hanging for ever.
+HANG_LIMIT = 10.0
+
+
+class Faulty(YieldFunction):
+    """Batch ``i`` is ``i``, except at the indices chosen to fail or to hang.
+
+    Args:
+        length: batches per epoch.
+        fail: index -> exception class raised (with the message ``"bad <index>"``) for it.
+        hang: indices whose call waits for ``release`` (``HANG_LIMIT`` seconds at most).
+    """
+
+    def __init__(self, length: int, fail: dict[int, type[BaseException]] | None = None, hang: Any = ()) -> None:
+        self.length = length
+        self.fail = dict(fail or {})
+        self.hang = set(hang)
+        self.release = threading.Event()
+        self.hung = threading.Event()  # set when a call starts to hang
+        self.hung_threads: list[threading.Thread] = []
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self, index: int) -> int:
+        if index in self.hang:
+            self.hung_threads.append(threading.current_thread())
+            self.hung.set()
+            hang_until_released(self.release)
+        error = self.fail.get(index)
+        if error is not None:
+            raise error(f"bad {index}")
+        return index
+
+    def unhang(self) -> None:
+        """Release every hung call and wait for the threads that made them to end.
+
+        Call it once the loader is closed, or the watchdog gave up on those calls:
+        otherwise the threads go on to their next call.
+        """
+        self.release.set()
+        join_all(self.hung_threads)
+
+
+def hang_until_released(release: threading.Event) -> None:
+    """Where a hung call waits: the watchdog's stack of it names this function."""
+    if not release.wait(HANG_LIMIT):
+        raise AssertionError(f"a hung call was not released within {HANG_LIMIT} s")

@@ -211,3 +211,46 @@ def test_which_yield_functions_overlap_epochs():
     assert not DataLoader(Plain(), overlap_epochs=False).overlap_epochs
     with pytest.raises(TypeError, match="overlap_epochs must be True or False"):
         DataLoader(Plain(), overlap_epochs="yes")
+
+
+class FailsInEpoch(YieldFunction):
+    """Batch i of epoch e is (e, i); index 0 fails in epoch ``bad_epoch`` only."""
+
+    def __init__(self, bad_epoch: int) -> None:
+        self.bad_epoch = bad_epoch
+        self.failed = threading.Event()
+
+    def __len__(self) -> int:
+        return 6
+
+    def get_batch(self, index: int, epoch: int) -> tuple[int, int]:
+        if epoch == self.bad_epoch and index == 0:
+            self.failed.set()
+            raise ValueError(f"bad 0 of epoch {epoch}")
+        return epoch, index
+
+
+def test_a_failure_made_ahead_belongs_to_its_epoch():
+    data = FailsInEpoch(bad_epoch=1)
+    with DataLoader(data, num_threads=2, max_len=3) as loader:
+        assert sorted(loader) == [(0, i) for i in range(6)]
+        assert data.failed.wait(WAIT), "epoch 1's index 0 was made ahead"
+        with pytest.raises(ValueError, match="bad 0 of epoch 1"):
+            list(loader)  # raised by its own epoch, not by epoch 0
+
+
+def test_a_skipped_failure_made_ahead_is_recorded_by_its_epoch_only():
+    data = FailsInEpoch(bad_epoch=1)
+    with DataLoader(data, num_threads=2, max_len=3, on_error="skip") as loader:
+        assert sorted(loader) == [(0, i) for i in range(6)]
+        assert data.failed.wait(WAIT)
+        assert loader.errors == [], "not recorded before its epoch runs"
+        assert sorted(loader) == [(1, i) for i in range(1, 6)]
+        (record,) = loader.errors
+        assert (record.epoch, record.index, record.type) == (1, 0, "ValueError")
+        assert record.thread.startswith("DataLoader-"), "named after the thread that made the call"
+    data = FailsInEpoch(bad_epoch=1)
+    with DataLoader(data, num_threads=2, max_len=3, on_error="skip") as loader:
+        list(loader)
+        assert data.failed.wait(WAIT)
+    assert loader.errors == [], "an epoch that never ran records nothing"
