@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_bool, check_callable, check_int, check_timeout
+from ._interrupt_safe import new_lock
 from .autotune import Sample, ThreadTuner
 from .batching import SampleBatches
 from .epoch_plan import EpochPlan, shuffled_order
@@ -284,9 +285,9 @@ class DataLoader:
         self.shard_index = shard_index
         self.shard_remainder = shard_remainder
         self._results = FIFOQueue(max_len)
-        # One lock guards the state below and the pool's; code that may run in the
-        # main thread takes it as ``with self._lock`` (see worker_pool's docstring).
-        self._lock = threading.Lock()
+        # One lock guards the state below and the pool's; it is taken as ``with self._lock``
+        # and waited on through ``_interrupt_safe.wait`` (see worker_pool's docstring).
+        self._lock = new_lock()
         self._watch = QueueWatch()
         self._pool = WorkerPool(
             name,
@@ -561,7 +562,11 @@ class DataLoader:
                 take no more work and end when their call returns.
         """
         timeout = check_timeout(timeout)
-        self.stop()
+        try:
+            self.stop()
+        except BaseException:  # Ctrl-C cut it short: every thread must still be told before raising
+            self.stop()
+            raise
         running = self._pool.join(timeout)
         if running:
             log.warning(
@@ -577,7 +582,11 @@ class DataLoader:
 
     def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
         # On an error or Ctrl-C, wait only a moment: a slow call must not hold it back.
-        self.close(timeout=None if exc_type is None else STOP_TIMEOUT)
+        try:
+            self.close(timeout=None if exc_type is None else STOP_TIMEOUT)
+        except BaseException:  # Ctrl-C as close() began: every thread must still be told to stop
+            self.stop()
+            raise
 
     def __repr__(self) -> str:
         return (

@@ -18,6 +18,7 @@ from collections import deque
 from typing import Any
 
 from ._checks import check_int, check_timeout
+from ._interrupt_safe import new_lock, notify_all, wait
 
 __all__ = ["FIFOQueue", "QueueClosed"]
 
@@ -46,10 +47,9 @@ class FIFOQueue:
         self._closed = False
         # One lock, held whenever the queue or its closed flag changes, shared by
         # both conditions so that a waiter re-checks both under the same lock.
-        # Callers take it as ``with self._mutex``, never ``with`` a condition:
-        # Condition.__enter__ is Python code, and a KeyboardInterrupt raised there
-        # just after the lock is taken would leave it held for ever.
-        self._mutex = threading.Lock()
+        # Taken as ``with self._mutex``, and waited on through ``_interrupt_safe.wait``,
+        # so that Ctrl-C at any point leaves it as it should be (see that module).
+        self._mutex = new_lock()
         self._not_empty = threading.Condition(self._mutex)
         self._not_full = threading.Condition(self._mutex)
         # What dequeue saw, for its callers' statistics; written under the lock, read without it.
@@ -133,8 +133,7 @@ class FIFOQueue:
         """
         with self._mutex:
             self._closed = True
-            self._not_empty.notify_all()
-            self._not_full.notify_all()
+            notify_all(self._not_empty, self._not_full)
 
     # Private helpers; each is called with the lock held.
 
@@ -148,11 +147,11 @@ class FIFOQueue:
         """Wait on ``cond`` while ``blocked()`` holds, up to ``timeout`` seconds in all."""
         if timeout is None:
             while blocked():
-                cond.wait()
+                wait(cond, self._mutex)
             return
         deadline = time.monotonic() + timeout
         while blocked():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"FIFOQueue.{what} timed out after {timeout} s")
-            cond.wait(remaining)
+            wait(cond, self._mutex, remaining)

@@ -8,10 +8,10 @@ the loader's business, given as three functions. The pool knows nothing of
 epochs, batches or queues.
 
 Locking: the pool shares one lock with its owner (the loader's state and the
-pool's are read together when handing out work). Code that may run in the main
-thread takes it as ``with lock``, never ``with`` a condition: ``Condition.__enter__``
-is Python code, and a KeyboardInterrupt raised there just after the lock is
-taken would leave the lock held for ever.
+pool's are read together when handing out work): an ``RLock`` from
+``_interrupt_safe.new_lock``, taken as ``with lock`` and waited on through
+``_interrupt_safe.wait``, so that Ctrl-C in the main thread at any point leaves it as
+it should be (see that module).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ._interrupt_safe import notify_all, wait
 from .telemetry import CallTimes
 
 __all__ = ["CallSlot", "WorkerPool"]
@@ -93,7 +94,7 @@ class WorkerPool:
     def __init__(
         self,
         name: str,
-        lock: threading.Lock,
+        lock: threading.RLock,
         take: Callable[[], Any],
         make: Callable[[Any], Any],
         put: Callable[[Any, Any], bool],
@@ -193,8 +194,7 @@ class WorkerPool:
         """Tell every thread to end after its current call, without waiting. Idempotent, any thread."""
         with self._lock:
             self._stopping = True
-            self._work.notify_all()
-            self._idle.notify_all()
+            notify_all(self._work, self._idle)
         self._watchdog_stop.set()
 
     def wait_idle(self, give_up: Callable[[], bool], match: Callable[[Any], bool] | None = None) -> bool:
@@ -209,7 +209,7 @@ class WorkerPool:
             self._selective_waiters += match is not None
             try:
                 while self._running(match) and not self._stopping and not give_up():
-                    self._idle.wait()
+                    wait(self._idle, self._lock)
                 return not self._running(match)
             finally:
                 self._selective_waiters -= match is not None
@@ -298,7 +298,7 @@ class WorkerPool:
                     task = take()
                     if task is not None:
                         break
-                    self._work.wait()
+                    wait(self._work, self._lock)
                 self._busy += 1
                 slot.task = task
                 slot.started = started = time.monotonic()
@@ -319,11 +319,11 @@ class WorkerPool:
     def _watch(self) -> None:
         timeout = self.call_timeout
         assert timeout is not None
-        wait = timeout
-        while not self._watchdog_stop.wait(wait):
+        pause = timeout
+        while not self._watchdog_stop.wait(pause):
             now = time.monotonic()
             stuck: list[CallSlot] = []
-            wait = timeout
+            pause = timeout
             with self._lock:
                 for slot in self._slots:
                     started = slot.started
@@ -335,7 +335,7 @@ class WorkerPool:
                         self._live -= 1
                         stuck.append(slot)
                     else:
-                        wait = min(wait, started + timeout - now)
+                        pause = min(pause, started + timeout - now)
                 if stuck and not self._busy:
                     self._idle.notify_all()
             for slot in stuck:
