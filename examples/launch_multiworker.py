@@ -11,7 +11,10 @@ worker, the batches and clips it read and its final validation accuracy;
 whether in every epoch the shards were disjoint and covered the epoch; and
 whether the workers' final weights are identical. Exits with status 1 when a
 worker failed, a check failed, or the accuracy is below ``--min-val-accuracy``.
-Everything after ``--`` goes to every worker.
+Everything after ``--`` goes to every worker, and so do the launcher's own
+``--verbose`` (TensorFlow's start-up log) and ``--no-progress`` (no progress
+line per epoch). A worker's output is a pipe, not a terminal, so its progress
+comes as one line per epoch, not a bar.
 """
 
 from __future__ import annotations
@@ -85,7 +88,8 @@ def run_workers(
     pumps: list[threading.Thread] = []
     try:
         for index in range(workers):
-            env = dict(os.environ, TF_CONFIG=tf_config(ports, index), TF_CPP_MIN_LOG_LEVEL="2")
+            # TensorFlow's log level is left to the worker: it hides the start-up lines unless --verbose.
+            env = dict(os.environ, TF_CONFIG=tf_config(ports, index))
             command = [sys.executable, "-u", str(script), *worker_args, "--report", str(out / f"worker{index}.json")]
             process = subprocess.Popen(
                 command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
@@ -164,9 +168,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for the whole run")
     parser.add_argument("--out", type=Path, help="folder for the reports and weights (default: a temporary one)")
     parser.add_argument("--min-val-accuracy", type=float, default=0.0, help="fail below this final accuracy")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="each worker's progress line per epoch, with its rate and input-bound share (default: on)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="show the workers' TensorFlow start-up log")
     args = parser.parse_args(own)
     if args.workers < 1:
         parser.error("--workers must be at least 1")
+    # Before the arguments after --, so that those win where both are given.
+    passed_on = (["--verbose"] if args.verbose else []) + ([] if args.progress else ["--no-progress"])
+    worker_args = passed_on + worker_args
     # Ctrl-C reaches the workers too (same process group); SIGTERM from a job runner should end them as well.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     with tempfile.TemporaryDirectory(prefix="multiworker-") as scratch:

@@ -14,9 +14,12 @@ summed across workers each step, so the weights stay the same on every worker.
                        "task": {"type": "worker", "index": 0}}'
     python examples/train_multiworker.py --data data/sample --report out/worker0.json
 
-After training, each worker evaluates the whole validation set, prints its
-accuracy, and with ``--report`` writes a JSON report (the batches it read in
-each epoch, the clips, the accuracy) and its final weights (``.npz`` next to it).
+Each epoch ends with the worker's progress line on stderr (a bar on a terminal;
+``--no-progress`` for none): its steps, their rate, and how much of the time it
+waited for input. After training, each worker evaluates the whole validation
+set, prints its accuracy, and with ``--report`` writes a JSON report (the
+batches it read in each epoch, the clips, the accuracy) and its final weights
+(``.npz`` next to it). TensorFlow's start-up lines are hidden unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import threading
 import time
 from collections import defaultdict
+from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+from example_options import add_output_arguments
 
 log = logging.getLogger("train_multiworker")
 
@@ -48,20 +53,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="the same on every worker: one global order per epoch")
     parser.add_argument("--intra-op", type=int, default=0, help="TF intra-op threads per worker (0: TF default)")
     parser.add_argument("--report", type=Path, help="write this worker's report (JSON) here, its weights next to it")
+    add_output_arguments(parser)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # Imported here, after the argument check, because TensorFlow takes seconds to load.
+    from parallel_loader.tf_startup import device_line, import_tensorflow
+
+    tf = import_tensorflow(args.verbose)
     import keras
     import numpy as np
-    import tensorflow as tf
     from video_model import build_model, make_eval_step
 
-    from parallel_loader import DataLoader, YieldFunction, as_tf_dataset
+    from parallel_loader import DataLoader, PassStats, YieldFunction, as_tf_dataset
+    from parallel_loader.progress import PassProgress, progress_mode
     from parallel_loader.sharding import shard_length
     from parallel_loader.video import VideoFolder
 
@@ -151,19 +159,30 @@ def main(argv: list[str] | None = None) -> int:
                 correct += int(eval_step(clips, labels)[1])
         return correct / len(val_data.samples)
 
+    print(f"worker {worker}: {device_line()}", flush=True)
     print(
         f"worker {worker}: {replicas} replicas in {workers} workers; {len(train_probe)} training batches "
         f"per epoch, {steps_per_epoch} steps per worker",
         flush=True,
     )
+    mode = progress_mode(args.progress)
     start = time.perf_counter()
     for epoch in range(args.epochs):
-        losses, correct, steps = [], 0, 0
-        for batch in dataset:  # one loader epoch: this worker's shard
-            loss, right = train_step(batch)
-            losses.append(loss)
-            correct += right
-            steps += 1
+        losses, correct, steps, waited = [], 0, 0, 0.0
+        description = f"worker {worker} epoch {epoch + 1}/{args.epochs}"
+        # Closed on an error as it stands; finish() writes the epoch's speed and input-bound share.
+        with closing(PassProgress(description, mode, total=steps_per_epoch)) as display:
+            began = ready = time.perf_counter()
+            for batch in dataset:  # one loader epoch: this worker's shard
+                waited += time.perf_counter() - ready  # waiting for this batch
+                loss, right = train_step(batch)
+                losses.append(loss)
+                correct += right
+                steps += 1
+                display.update(waited)  # no metrics: reading the tensors would wait for each step
+                ready = time.perf_counter()
+            waited += time.perf_counter() - ready  # waiting for the end of the epoch
+            display.finish(PassStats(batches=steps, seconds=time.perf_counter() - began, wait_seconds=waited))
         accuracy = int(correct) / (steps * args.batch_size)
         print(
             f"worker {worker} epoch {epoch + 1:2d}/{args.epochs}: {steps} steps, loss {float(np.mean(losses)):.3f}, "
