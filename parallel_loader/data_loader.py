@@ -117,7 +117,8 @@ class DataLoader:
             a sample dataset (``len()`` samples, ``[index]`` or ``(index)`` one
             sample), which the loader wraps in a ``SampleBatches`` (``.yield_fn``).
         num_threads: how many loader threads call ``yield_fn`` at once; ``"auto"``
-            to start with ``min_threads`` and add or remove threads while running,
+            to start with one thread per core this process may use (within
+            ``min_threads`` and ``max_threads``) and add or remove threads while running,
             from what the loader measures (see ``parallel_loader.autotune``), each
             change logged; or a ``ThreadTuner`` to do so with settings of its own.
         max_len: capacity of the batch queue. At most about ``max_len + num_threads``
@@ -167,7 +168,7 @@ class DataLoader:
             (those batches are read twice), ``"drop"`` leaves the last positions of the
             order out (they differ per epoch when shuffling).
         min_threads, max_threads: with ``num_threads="auto"``: the fewest threads
-            (default 1, also the count it starts with) and the most (default 32).
+            (default 1) and the most (default 32).
         telemetry: time each call and the consumer's waits for ``stats()`` (a clock
             reading or two per batch); ``False`` turns that off, and ``"auto"`` with it.
 

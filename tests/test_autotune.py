@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from parallel_loader import DataLoader, Train
+from parallel_loader import DataLoader, Train, autotune
 from parallel_loader.autotune import HOLD, ThreadTuner, Window, decide
 from tests.helpers import join_all
 from tests.test_data_loader import Indices
@@ -155,12 +155,21 @@ def test_auto_arguments_are_checked():
         Train(lambda b: None, Indices(4), num_threads="many")
 
 
-def test_auto_starts_at_min_threads_and_train_takes_it():
+@pytest.mark.parametrize(("cores", "bounded", "default"), [(1, 2, 1), (2, 2, 2), (4, 3, 4), (16, 3, 16)])
+def test_auto_starts_at_one_thread_per_core_within_the_bounds(monkeypatch, cores, bounded, default):
+    # The tuner reads the cores it may use when made; patched, the rule holds whatever this machine has.
+    monkeypatch.setattr(autotune, "available_cores", lambda: cores)
+    with DataLoader(Indices(4), num_threads="auto") as loader:  # bounds 1 and 32; no thread starts
+        assert loader.tuner.cores == cores
+        assert loader.num_threads == default
     with DataLoader(Indices(20), num_threads="auto", min_threads=2, max_threads=3) as loader:
-        assert loader.num_threads == 2
+        assert loader.num_threads == bounded
         assert (loader.tuner.min_threads, loader.tuner.max_threads) == (2, 3)
         assert sorted(loader) == list(range(20))
         assert 2 <= loader.num_threads <= 3
+
+
+def test_train_takes_auto():
     train = Train(lambda b: None, Indices(10), max_nthread="auto")
     (stats,) = train.run(1, progress=False)
     assert stats.batches == 10 and stats.train.loader.threads >= 1
