@@ -578,7 +578,9 @@ def test_a_yield_function_that_is_not_callable_is_refused():
         DataLoader([1, 2, 3])
 
 
-@pytest.mark.parametrize(("length", "error"), [(-1, ValueError), (2.5, TypeError), ("3", TypeError)])
+@pytest.mark.parametrize(
+    ("length", "error"), [(-1, ValueError), (2.5, TypeError), ("3", TypeError), (10**20, ValueError)]
+)
 def test_a_bad_length_is_refused(length, error):
     class BadLength(YieldFunction):
         def __len__(self):
@@ -594,6 +596,17 @@ def test_a_bad_length_is_refused(length, error):
 def test_yield_function_base_class_says_what_to_define():
     with pytest.raises(TypeError, match="__len__"):
         DataLoader(YieldFunction())
+
+
+@pytest.mark.parametrize(("timeout", "error"), [("1", TypeError), (-1, ValueError), (float("nan"), ValueError)])
+def test_close_with_a_bad_timeout_fails_before_stopping_anything(timeout, error):
+    loader = DataLoader(Indices(4), num_threads=2)
+    with pytest.raises(error, match="timeout"):
+        loader.close(timeout=timeout)
+    assert not loader.closed
+    assert sorted(loader) == [0, 1, 2, 3]  # still usable
+    loader.close(timeout=float("inf"))  # inf: wait as long as it takes, as None does
+    assert loader.closed and not any(t.is_alive() for t in loader.threads)
 
 
 def test_close_racing_the_first_epoch_never_leaves_a_thread():

@@ -2,6 +2,7 @@
 
 import threading
 
+import numpy as np
 import pytest
 
 from parallel_loader import FIFOQueue, QueueClosed
@@ -73,6 +74,30 @@ def test_negative_timeout_is_a_value_error_even_when_the_call_would_not_block():
     with pytest.raises(ValueError, match="timeout"):
         q.dequeue(timeout=-0.5)
     assert len(q) == 1
+
+
+@pytest.mark.parametrize(("timeout", "error"), [(float("nan"), ValueError), ("1", TypeError), (True, TypeError)])
+def test_a_timeout_that_is_not_a_number_of_seconds_is_refused_at_once(timeout, error):
+    q = FIFOQueue(1)
+    with pytest.raises(error, match="timeout"):
+        q.dequeue(timeout=timeout)  # NaN used to spin for ever
+    q.enqueue(1)
+    with pytest.raises(error, match="timeout"):
+        q.enqueue(2, timeout=timeout)
+    assert len(q) == 1
+
+
+def test_an_infinite_timeout_waits_like_none():
+    q = FIFOQueue(1)
+    assert assert_blocks_until(lambda: q.dequeue(timeout=float("inf")), lambda: q.enqueue("x")) == "x"
+    q.enqueue("full")
+    assert_blocks_until(lambda: q.enqueue("more", timeout=float("inf")), q.dequeue)
+    assert q.dequeue() == "more"
+
+
+def test_numpy_integer_capacity_is_accepted():
+    q = FIFOQueue(np.int64(2))
+    assert q.max_len == 2 and type(q.max_len) is int
 
 
 # close(): {enqueue, dequeue} x {blocked, not blocked} x {empty, not empty}
