@@ -13,10 +13,29 @@ import pytest
 from parallel_loader import DataLoader
 from parallel_loader.epoch_plan import _SHUFFLE_KEY
 from parallel_loader.errors import ErrorBudgetExceeded
-from parallel_loader.video import VideoDecodeError, VideoFolder, frame_count, probe, read_clip
+from parallel_loader.video import (
+    IndexCache,
+    VideoDataset,
+    VideoDecodeError,
+    VideoFolder,
+    default_index_cache,
+    frame_count,
+    probe,
+    read_clip,
+    set_default_index_cache,
+)
 from parallel_loader.video.dataset import _CLIP_KEY, _ORDER_KEY
 
-from .video_files import crop_window, frame_indices, is_flipped, truncate, video_id, write_video
+from .video_files import (
+    crop_window,
+    frame_indices,
+    is_flipped,
+    overstate_frame_count,
+    truncate,
+    video_id,
+    write_encoded_video,
+    write_video,
+)
 
 N_FRAMES = 30
 
@@ -560,3 +579,130 @@ def test_files_skipped_in_a_loader_are_in_its_error_records_manifest_and_budget(
 def test_a_failed_call_records_the_files_of_its_batch(bad_tree):
     data = folder(bad_tree, on_error="skip", dtype="uint8", train=False)
     assert data.error_context(0) == {"epoch": 0, "paths": [p for p, _, _ in data.samples[:4]]}
+
+
+# Headers that claim more frames than decode
+
+DECODED = 64  # the frames that decode from each file of the `overstated` tree
+GAP_STAMPS = [i + 10 * (i >= 20) + 13 * (i >= 41) for i in range(DECODED)]  # 23 timestamps skipped
+
+
+@pytest.fixture(scope="module")
+def overstated(tmp_path_factory) -> Path:
+    """Two whole XviD AVIs of 64 frames whose headers claim more: ``count/count.avi`` (90), ``gaps/gaps.avi`` (87).
+
+    The header of ``gaps.avi`` counts its timestamp gaps as frames; ``count.avi``
+    has none, but its header was made to claim 90.
+    """
+    root = tmp_path_factory.mktemp("overstated")
+    write_encoded_video(root / "gaps" / "gaps.avi", DECODED, "mpeg4", codec_tag="XVID", timestamps=GAP_STAMPS)
+    overstate_frame_count(write_encoded_video(root / "count" / "count.avi", DECODED, "mpeg4", codec_tag="XVID"), 90)
+    return root
+
+
+@pytest.fixture
+def cold_index_cache():
+    """A new, empty default index cache for the test; the old one back after it."""
+    before = default_index_cache()
+    set_default_index_cache(IndexCache())
+    yield default_index_cache()
+    set_default_index_cache(before)
+
+
+def clip_start(clip: np.ndarray, truth: np.ndarray, stride: int) -> int:
+    """The frame of ``truth`` (every frame of a video) that a whole-frame clip, flipped or not, starts at."""
+    span = (len(clip) - 1) * stride + 1
+    starts = [
+        s
+        for s in range(len(truth) - span + 1)
+        if any(np.array_equal(clip, c) for c in (truth[s : s + span : stride], truth[s : s + span : stride, :, ::-1]))
+    ]
+    assert len(starts) == 1, f"the clip matches the frames from {starts}"
+    return starts[0]
+
+
+def test_clips_stay_within_the_frames_that_decode_when_the_header_claims_more(overstated, cold_index_cache):
+    paths = [overstated / "count" / "count.avi", overstated / "gaps" / "gaps.avi"]  # labels 0 and 1
+    assert [probe(p).frames for p in paths] == [90, 87]
+    truths = [read_clip(p, 0, DECODED, seek=False) for p in paths]  # every frame, decoded from the first
+
+    def make() -> VideoFolder:  # whole frames (crops cut nothing), so that clips compare with the frames
+        args = dict(size=(48, 64), crop_fraction=1, dtype="uint8", seed=5)
+        return VideoFolder(overstated, batch_size=2, clip_len=16, stride=2, **args)
+
+    one = run_loader(make(), 1, 10)  # starting with no index: each file's first call makes it
+    assert len(cold_index_cache) == 2
+    three = run_loader(make(), 3, 10)  # every index made already
+    set_default_index_cache(IndexCache())
+    late = make()  # a call that meets no index, for an epoch far into the run
+    late_batch = late.get_batch(0, 7)
+    starts: list[int] = []
+    for epoch, (epoch_one, epoch_three) in enumerate(zip(one, three, strict=True)):
+        ((x, y),) = epoch_one
+        ((x3, y3),) = epoch_three
+        np.testing.assert_array_equal(x, x3)
+        np.testing.assert_array_equal(y, y3)
+        if epoch == 7:
+            np.testing.assert_array_equal(x, late_batch[0])
+        for clip, label in zip(x, y, strict=True):
+            starts.append(clip_start(clip, truths[label], stride=2))  # frames that decode, in order
+    assert len(starts) == 20 and len(set(starts)) > 8  # random starts, all within the 64 frames
+
+
+def test_files_whose_header_is_right_give_the_clips_their_header_alone_would(tree, cold_index_cache):
+    """The index is asked on each call, but for a file whose header is right the clips are those it always gave."""
+    data = folder(tree, dtype="uint8")
+    data.set_epoch(2)
+    order = np.random.default_rng([7, _ORDER_KEY, 2]).permutation(len(data.samples))
+    for index, (clips, _) in enumerate(epoch_batches(data)):
+        for k, clip in enumerate(clips):
+            position = index * data.batch_size + k
+            path, _, frames = data.samples[order[position % len(order)]]
+            rng = np.random.default_rng([7, _CLIP_KEY, 2, position, 0])
+            start = int(rng.integers(frames - data.span + 1))
+            top, left, flip = int(rng.integers(3)), int(rng.integers(4)), bool(rng.integers(2))
+            full = read_clip(path, start, data.clip_len, data.stride, data.decode_size, seek=False)
+            view = full[:, top : top + 16, left : left + 20]
+            np.testing.assert_array_equal(clip, view[:, :, ::-1] if flip else view)
+
+
+def test_a_sample_too_long_for_the_frames_that_decode_is_a_clear_error(overstated):
+    data = VideoFolder(overstated, batch_size=2, clip_len=40, stride=2, size=(48, 64), train=False)
+    assert [frames for _, _, frames in data.samples] == [90, 87]  # the headers' counts: long enough for 79
+    with pytest.raises(
+        VideoDecodeError,
+        match=r"count\.avi: has 64 frames that decode in the file \(its header claims more.*\), "
+        r"fewer than a clip of 40 frames at stride 2 needs \(79\)",
+    ):
+        data(0)
+
+
+def test_a_segment_past_the_frames_that_decode_is_skipped_alone(overstated):
+    gaps = overstated / "gaps" / "gaps.avi"
+    truth = read_clip(gaps, 0, DECODED, seek=False)
+    rows = [(gaps, 0, 2.0, 3.4), (gaps, 0, 2.7, 3.4)]  # frames 50-84 and 68-84 at the header's 25 fps
+    args = dict(batch_size=2, clip_len=4, stride=2, size=(48, 64), crop_fraction=1, dtype="uint8", seed=1)
+    data = VideoDataset(rows, on_error="skip", **args)
+    assert data.samples == [(str(gaps), 0, 35), (str(gaps), 0, 17)]
+    for epoch in range(5):
+        data.set_epoch(epoch)
+        for clip in data(0)[0]:
+            assert 50 <= clip_start(clip, truth, stride=2) <= DECODED - 7  # cut to the frames that decode
+    assert list(data.skipped) == [f"{gaps} [2.7, 3.4) s"]  # the file's other segment is fine
+    assert data.skipped[f"{gaps} [2.7, 3.4) s"].startswith("has 0 frames that decode in segment [2.7, 3.4) s")
+    assert data.replaced >= 5
+    with pytest.raises(VideoDecodeError, match=r"gaps\.avi: has 0 frames that decode in segment \[2\.7, 3\.4\) s"):
+        VideoDataset(rows, train=False, **args)(0)
+
+
+def test_a_truncated_file_still_fails_past_the_frames_that_decode(tmp_path):
+    """A file cut short is not whole: its header may be right about what is missing, so a clip past the end fails."""
+    path = truncate(write_encoded_video(tmp_path / "a" / "cut.avi", DECODED, "mpeg4", codec_tag="XVID"), 0.9)
+    assert probe(path).frames == DECODED > frame_count(path) > DECODED - 16
+    data = VideoFolder(tmp_path, batch_size=1, clip_len=16, stride=4, size=(48, 64), train=False)  # the centre: 1-61
+    with pytest.raises(
+        VideoDecodeError,
+        match=r"cut\.avi: ends after \d+ decoded frames.*claims 64 frames, so the file is truncated or corrupt"
+        r".*exact_counts=True",
+    ):
+        data(0)

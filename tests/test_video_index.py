@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import threading
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -22,7 +25,7 @@ from parallel_loader.video import (
 from parallel_loader.video import decode as decode_module
 from parallel_loader.video import index as index_module
 
-from .video_files import FRAME_STEP, write_encoded_video
+from .video_files import FRAME_STEP, overstate_frame_count, truncate, write_encoded_video
 
 N = 64  # frames per file: frame i has red 4 * i, so every frame's index shows in its pixels
 GAPS = [i + (i >= 20) + 2 * (i >= 41) for i in range(N)]  # timestamps skip 1 after frame 19, 2 after frame 40
@@ -270,3 +273,89 @@ def test_a_truncated_file_gives_exactly_the_frames_that_decode_and_an_error_past
         np.testing.assert_array_equal(read_clip(path, start, 3, index_cache=cache), truth[start : start + 3])
     with pytest.raises(VideoDecodeError, match=rf"cut\.avi: ends after {frames} decoded frames.*truncated or corrupt"):
         read_clip(path, frames - 1, 2, index_cache=cache)
+
+
+def test_the_index_says_whether_the_file_was_read_whole(videos, tmp_path):
+    """A header may claim more frames than an intact file decodes; a truncated file is missing data."""
+    assert all(IndexCache().get(path).intact for path in videos.values())
+    overstated, cut = tmp_path / "count.avi", tmp_path / "cut.avi"
+    for copy in (overstated, cut):
+        copy.write_bytes(videos["xvid"].read_bytes())
+    overstate_frame_count(overstated, 90)
+    truncate(cut, 0.9)  # the file ends inside a packet
+    cache = IndexCache(tmp_path / "cache")
+    assert (probe(overstated).frames, cache.get(overstated).frames, cache.get(overstated).intact) == (90, N, True)
+    assert probe(cut).frames == N and not cache.get(cut).intact
+    assert IndexCache(tmp_path / "cache").get(cut).intact is False  # kept on disk
+    cache.distrust(overstated, "a test says so")
+    assert cache.get(overstated).intact
+    with pytest.raises(VideoDecodeError, match=r"gaps\.avi: ends after 64.*claims 67 frames, more than decode"):
+        read_clip(videos["timestamp_gaps"], 60, 2, 5, index_cache=cache)
+    with pytest.raises(VideoDecodeError, match=r"cut\.avi: ends after \d+ decoded.*the file is truncated or corrupt"):
+        read_clip(cut, N - 2, 2, index_cache=cache)
+
+
+class FlakyReads:
+    """``open_video`` whose containers fail as on network storage: ``failures`` says how, once each.
+
+    ``"seek"``: the next seek fails; ``"read"``: the next read after a seek fails
+    (its third packet). ``seeks`` lists the files sought in.
+    """
+
+    def __init__(self, open_video, failures: list[str]) -> None:
+        self.open_video, self.failures, self.seeks = open_video, failures, []
+
+    @contextlib.contextmanager
+    def __call__(self, path):
+        with self.open_video(path) as (container, stream):
+            yield _FlakyContainer(container, self), stream
+
+    def fail(self, kind: str) -> None:
+        if self.failures and self.failures[0] == kind:
+            self.failures.pop(0)
+            raise av.error.FFmpegError(-errno.EIO, "Input/output error")
+
+
+class _FlakyContainer:
+    def __init__(self, container, reads: FlakyReads) -> None:
+        self.container, self.reads, self.name, self.sought = container, reads, container.name, False
+
+    def seek(self, *args, **kwargs):
+        self.reads.seeks.append(self.name)
+        self.reads.fail("seek")
+        self.sought = True
+        return self.container.seek(*args, **kwargs)
+
+    def demux(self, stream):
+        for n, packet in enumerate(self.container.demux(stream)):
+            if n == 2 and self.sought:
+                self.reads.fail("read")
+            yield packet
+
+
+@pytest.mark.parametrize("failing", ["seek", "read"])
+def test_a_read_error_after_a_seek_raises_and_the_file_stays_seekable(videos, tmp_path, monkeypatch, failing):
+    path = videos["h264_long_gop"]
+    cache = IndexCache(tmp_path)
+    assert cache.get(path).seekable
+    failures = [failing]
+    reads = FlakyReads(decode_module.open_video, failures)
+    monkeypatch.setattr(decode_module, "open_video", reads)
+    with pytest.raises(VideoDecodeError, match=r"h264\.mp4: cannot be read or decoded after a seek to frame 30") as e:
+        read_clip(path, 40, 4, 2, index_cache=cache)  # keyframe 30
+    assert e.value.path == str(path) and not failures
+    assert cache.get(path).seekable and IndexCache(tmp_path).get(path).seekable  # in memory and on disk
+    np.testing.assert_array_equal(read_clip(path, 40, 4, 2, index_cache=cache), ground_truth(path)[40:47:2])
+    assert reads.seeks == [str(path)] * 2  # the second read sought again
+
+
+def test_a_read_error_while_checking_seeks_is_raised_and_nothing_is_stored(videos, tmp_path, monkeypatch):
+    path = videos["xvid"]
+    cache = IndexCache(tmp_path)
+    failures = ["read"]
+    monkeypatch.setattr(index_module, "open_video", FlakyReads(index_module.open_video, failures))
+    with pytest.raises(VideoDecodeError, match=r"xvid\.avi: cannot be read or decoded after a seek to frame \d+"):
+        cache.get(path)
+    assert not failures and len(cache) == 0 and not list(tmp_path.rglob("*.json"))
+    assert cache.get(path).seekable  # the next try makes the index
+    assert len(list(tmp_path.rglob("*.json"))) == 1

@@ -7,10 +7,12 @@ frame ``i`` of video ``v``, channel 0 (red) is ``FRAME_STEP * i`` everywhere,
 channel 1 (green) is ``VIDEO_STEP * v + VIDEO_OFFSET`` everywhere, and channel 2
 (blue) rises from left to right and from top to bottom, at different rates, so
 that a horizontal flip shows and a crop's window (top and left) can be found.
+``overstate_frame_count`` and ``truncate`` spoil written files as real ones come spoilt.
 """
 
 from __future__ import annotations
 
+import struct
 from fractions import Fraction
 from pathlib import Path
 
@@ -136,6 +138,25 @@ def crop_window(clip: np.ndarray, full: np.ndarray) -> tuple[int, int, bool]:
                     matches.append((top, left, flipped))
     assert len(matches) == 1, f"the clip matches {len(matches)} windows of the frame: {matches}"
     return matches[0]
+
+
+def overstate_frame_count(path: Path, frames: int) -> Path:
+    """Make an AVI's header claim ``frames`` frames, whatever it holds, as some writers get it wrong.
+
+    Sets the video stream's length (``strh`` ``dwLength``, which FFmpeg and so
+    OpenCV read as the frame count) and the file's total (``avih``
+    ``dwTotalFrames``); the frames, their timestamps and the file's index stay whole.
+    """
+    data = bytearray(path.read_bytes())
+    main = data.find(b"avih")
+    stream = data.find(b"strh")
+    while stream >= 0 and data[stream + 8 : stream + 12] != b"vids":  # a chunk is its id, size, then data
+        stream = data.find(b"strh", stream + 4)
+    assert main >= 0 and stream >= 0, f"{path} is not an AVI with a video stream"
+    struct.pack_into("<I", data, main + 8 + 16, frames)  # the 5th dword of the chunk's data
+    struct.pack_into("<I", data, stream + 8 + 32, frames)  # the 9th
+    path.write_bytes(data)
+    return path
 
 
 def truncate(path: Path, keep: float) -> Path:

@@ -28,6 +28,7 @@ from ..yield_function import YieldFunction
 from .annotations import SampleList, VideoSample, sample_list
 from .decode import _check_clip_args, frame_count, probe, read_clip
 from .errors import VideoDecodeError
+from .index import IndexCache, default_index_cache
 from .sampling import CROP_COUNTS, SAMPLINGS, Sampling, crops, frames_needed, temporal_views
 
 __all__ = ["VideoDataset"]
@@ -44,13 +45,22 @@ _CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, at
 
 @dataclass(frozen=True)
 class _Video:
-    """A usable sample: its file, label, frames ``first`` to ``stop - 1``, and where it was listed."""
+    """A usable sample: its file, label, frames ``first`` to ``stop - 1`` by the header, and where it was listed.
+
+    ``segment`` is its times, ``"[start, end) s"``, or "" for a whole file.
+    """
 
     path: str
     label: int
     first: int
     stop: int
     origin: str
+    segment: str = ""
+
+    @property
+    def key(self) -> str:
+        """What the sample is listed under in ``skipped`` when it alone is bad: its file, or its segment of it."""
+        return f"{self.path} {self.segment}" if self.segment else self.path
 
 
 class VideoDataset(YieldFunction):
@@ -106,10 +116,25 @@ class VideoDataset(YieldFunction):
     Used without a loader, the function makes epoch 0 until ``set_epoch`` is
     called.
 
-    Each file is opened at construction to read its header: frame count and frame
-    rate (cheap); ``exact_counts=True`` counts the frames by decoding every file
-    (slow, reliable). A header that overstates the frames shows as a short read:
-    a ``VideoDecodeError`` that names the file and suggests ``exact_counts=True``.
+    Frame counts. At construction each file's header gives its frame count and
+    frame rate (cheap); ``exact_counts=True`` counts the frames by decoding
+    every file instead (slow). A header can claim more frames than a whole file
+    decodes (it counts timestamp gaps as frames, or is wrong), so each call also
+    asks the file's index (see ``index``: made by decoding the file once, on its
+    first read, and kept by ``default_index_cache()``, on disk too if that cache
+    has a directory) how many frames decode. When the sample's range reaches
+    past them and the file is intact, the clip is drawn from the frames that
+    decode instead, so no clip asks for a frame past them. The index is asked in
+    the call itself, so a clip depends on the file alone, not on whether another
+    thread read it first; once the index is made, asking costs a lookup. A file
+    whose header is right gives the clips its header alone would. A sample left
+    with too few frames for a clip is a bad sample (see below): its file, or
+    only itself when it is a segment. A file that is not intact (truncated,
+    damaged) keeps its header's range, since the header may be right about what
+    is missing: a clip past what decodes raises a ``VideoDecodeError`` that names
+    the file, says it is truncated or corrupt and suggests ``exact_counts=True``,
+    which finds such files at construction. ``self.samples`` gives the frames
+    the headers claim.
 
     Bad samples: with ``on_error="raise"``, construction raises for missing files
     (``FileNotFoundError`` listing them all and where they were listed) and for the
@@ -143,9 +168,11 @@ class VideoDataset(YieldFunction):
         crop_fraction: the crop's share of the decoded frame's height and width.
         classes: class names in label order, for rows (see ``sample_list``); a
             ``SampleList`` has its own (its reader takes ``classes``).
-        exact_counts: count each video's frames by decoding it, instead of trusting its header.
+        exact_counts: count each video's frames by decoding it at construction, instead of trusting
+            its header until the file is read (see above).
         seek: passed to ``read_clip``: start at the keyframe before a clip (exact, the default) or, with
-            ``False``, decode every frame from the first.
+            ``False``, decode every frame from the first (each file's index is still made once, for its
+            frame count).
         sampling: ``"clip"`` or ``"segments"``, see above.
         num_clips: clips per sample in evaluation; given, the batch has a views axis.
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
@@ -353,7 +380,8 @@ class VideoDataset(YieldFunction):
                 continue
             first, stop = _frame_range(sample, frames, fps)
             if stop - first >= self.span:
-                videos.append(_Video(sample.path, sample.label, first, stop, sample.origin))
+                segment = "" if sample.start is None and sample.end is None else _times(sample)
+                videos.append(_Video(sample.path, sample.label, first, stop, sample.origin, segment))
                 continue
             if sample.start is None and sample.end is None:
                 self._reject(sample.path, f"has {frames} frames, fewer than {self._needs()}" + _listed(sample.origin))
@@ -406,21 +434,28 @@ class VideoDataset(YieldFunction):
         """Decode sample ``sample`` into ``out``; return its label. Replaces a bad file's sample when skipping.
 
         Attempt ``k`` uses its own generator, and every attempt after the first
-        draws its sample from all of them; a file known to be bad fails its
-        attempt without a decode. So the outcome depends only on which files are
-        bad, not on what other calls found first.
+        draws its sample from all of them; a sample known to be bad (its file,
+        or the segment itself) fails its attempt without a decode. So the outcome
+        depends only on which files and samples are bad, not on what other calls
+        found first.
         """
         bad: str | None = None  # the file whose sample this clip replaces
+        cache = default_index_cache()  # one cache for the whole call: the frame counts and the reads
         for attempt in itertools.count():
             rng = np.random.default_rng([self.seed, _CLIP_KEY, epoch, position, attempt])
             if attempt > 0:
-                if all(v.path in self.skipped for v in self._videos):
+                if all(self._known_bad(v) for v in self._videos):
                     raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
                 sample = int(rng.integers(len(self._videos)))
             video = self._videos[sample]
-            if video.path not in self.skipped:  # only saves the decode: a known bad file fails this attempt
+            if not self._known_bad(video):  # only saves the decode: a known bad sample fails this attempt
+                key = video.path  # a failure counts for the whole file, unless only this sample's range is at fault
                 try:
-                    self._decode_into(out, rng if self.train else None, video)
+                    first, stop = self._decoded_range(video, cache)
+                    if stop - first < self.span:
+                        key = video.key
+                        raise VideoDecodeError(video.path, self._too_few(video, stop - first))
+                    self._decode_into(out, rng if self.train else None, video, first, stop, cache)
                     if bad is not None:
                         self._replacements.append((epoch, position, bad))
                     return video.label
@@ -428,26 +463,55 @@ class VideoDataset(YieldFunction):
                     if self.on_error == "raise":
                         raise
                     reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)
-                    self._skip(video.path, reason + _listed(video.origin), exc, position // self.batch_size)
+                    self._skip(key, reason + _listed(video.origin), exc, position // self.batch_size)
             bad = bad or video.path
         raise AssertionError("unreachable: itertools.count() never ends")
 
-    def _decode_into(self, out: np.ndarray, rng: np.random.Generator | None, video: _Video) -> None:
-        """Decode the views of one sample into ``out``: one random view in training, ``self.views`` otherwise."""
-        views = temporal_views(
-            self.sampling, video.first, video.stop, self.clip_len, self.stride, rng, num_views=self.num_clips
+    def _known_bad(self, video: _Video) -> bool:
+        """Whether a sample is known to fail: its file, or (for a segment) the sample itself, is in ``skipped``."""
+        return video.path in self.skipped or video.key in self.skipped
+
+    def _decoded_range(self, video: _Video, cache: IndexCache) -> tuple[int, int]:
+        """The frames ``first`` to ``stop - 1`` that ``video``'s clips are drawn from.
+
+        The sample's range by its file's header, cut to the frames that decode
+        when the file's index (made now if it is not yet) knows fewer and the
+        file is intact; see the class docstring.
+        """
+        index = cache.get(video.path)
+        if index.frames >= video.stop or not index.intact:
+            return video.first, video.stop
+        return min(video.first, index.frames), index.frames
+
+    def _too_few(self, video: _Video, frames: int) -> str:
+        """Why a sample cut to the frames that decode has too few for a clip."""
+        what = f"segment {video.segment}" if video.segment else "the file"
+        return (
+            f"has {frames} frames that decode in {what} (its header claims more: it counts timestamp gaps "
+            f"as frames, or is wrong), fewer than {self._needs()}"
         )
+
+    def _decode_into(
+        self,
+        out: np.ndarray,
+        rng: np.random.Generator | None,
+        video: _Video,
+        first: int,
+        stop: int,
+        cache: IndexCache,
+    ) -> None:
+        """Decode the views of one sample's frames ``first`` to ``stop - 1`` into ``out``.
+
+        One random view in training, ``self.views`` otherwise.
+        """
+        views = temporal_views(self.sampling, first, stop, self.clip_len, self.stride, rng, num_views=self.num_clips)
+        read = functools.partial(read_clip, video.path, size=self.decode_size, seek=self.seek, index_cache=cache)
         try:
             if self.sampling == "clip":
-                clips = [
-                    read_clip(video.path, int(v[0]), self.clip_len, self.stride, self.decode_size, seek=self.seek)
-                    for v in views
-                ]
+                clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
             else:  # each frame read once, however many views share it
                 wanted = np.unique(np.concatenate(views))
-                frames = np.concatenate(
-                    [read_clip(video.path, int(i), 1, 1, self.decode_size, seek=self.seek) for i in wanted]
-                )
+                frames = np.concatenate([read(int(i), 1, 1) for i in wanted])
                 clips = [frames[np.searchsorted(wanted, v)] for v in views]
         except VideoDecodeError as exc:
             if self.exact_counts or "ends after" not in exc.reason:
@@ -476,7 +540,7 @@ class VideoDataset(YieldFunction):
                 sink(index, exc, {"path": key, "reason": reason})
 
 
-_EXACT_HINT = "; if its header overstates the frame count, pass exact_counts=True to count frames by decoding"
+_EXACT_HINT = "; exact_counts=True finds such files at construction (it counts every file's frames by decoding it)"
 
 
 def _listed(origin: str) -> str:

@@ -123,7 +123,10 @@ def read_clip(
     ``seek=False`` decode every frame from the first instead: slower, never
     different. A seek that goes wrong during a read is caught (the decoded
     frames' timestamps do not follow the index), the file is marked as not
-    seekable, and the clip is decoded from the first frame.
+    seekable, and the clip is decoded from the first frame. A read or decode
+    error after a seek is no such evidence (the file decoded whole when it was
+    indexed): it raises ``VideoDecodeError`` and leaves the index as it was, so
+    that a one-off failure (network storage) does not slow the file's later reads.
 
     Each kept frame is scaled (area averaging) and converted to RGB in one pass.
 
@@ -144,9 +147,9 @@ def read_clip(
     Raises:
         ValueError: an argument is out of range.
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: the file is not a video, or it ends (truncated, corrupt
-            or just short) before the last frame asked for. A clip is never
-            returned short or padded.
+        VideoDecodeError: the file is not a video, it ends (truncated, corrupt
+            or just short) before the last frame asked for, or it cannot be read
+            or decoded after the seek. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
     clip = _Clip(start, clip_len, stride, size)
@@ -154,7 +157,7 @@ def read_clip(
         cache = default_index_cache() if index_cache is None else index_cache
         index = cache.get(path)
         if clip.last >= index.frames:
-            _raise_short(path, start, clip_len, stride, index.frames)
+            _raise_short(path, start, clip_len, stride, index.frames, index.intact)
         if index.seekable:
             problem = _read_seeking(path, index, clip)
             if not problem:
@@ -239,17 +242,25 @@ def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:
     return capture
 
 
-def _raise_short(path: str | os.PathLike[str], start: int, clip_len: int, stride: int, decoded: int) -> None:
+def _raise_short(
+    path: str | os.PathLike[str], start: int, clip_len: int, stride: int, decoded: int, intact: bool = False
+) -> None:
+    """Raise the error for a clip past the last frame; ``intact``: the file's index says it was read whole."""
     last = start + (clip_len - 1) * stride
     try:
         header = probe(path).frames
     except (VideoDecodeError, OSError):
         header = 0
+    if header <= decoded:
+        verdict = "so the file is too short for this clip"
+    elif intact:  # nothing is missing: the header counts timestamp gaps as frames, or is wrong
+        verdict = "more than decode from the whole file, so the file is too short for this clip"
+    else:
+        verdict = "so the file is truncated or corrupt"
     raise VideoDecodeError(
         path,
         f"ends after {decoded} decoded frames, but the clip needs frames {start} to {last} "
-        f"(stride {stride}); the header claims {header} frames, so the file is "
-        f"{'truncated or corrupt' if header > decoded else 'too short for this clip'}",
+        f"(stride {stride}); the header claims {header} frames, {verdict}",
     )
 
 

@@ -71,15 +71,20 @@ def frames_from(
 
     Raises:
         SeekMismatch: the first frame at or after the keyframe's timestamp is not
-            frame ``key``, frames come out of order, a frame's timestamp is not
-            in the index, or the file cannot be read or decoded after the seek.
+            frame ``key``, frames come out of order, or a frame's timestamp is
+            not in the index: evidence that the file's seeks are not exact.
+        VideoDecodeError: the file cannot be read or decoded after the seek (it
+            names the file). This is no evidence against the index: a file
+            whose seeks are trusted decoded every packet when it was indexed,
+            so such an error is a read failing now (a network share, a file
+            being replaced), which may not happen again.
     """
     codec = stream.codec_context
-    if key > 0:
-        container.seek(index.pts(key), stream=stream, backward=True)
     previous = -1  # the last frame yielded
     skipping = False  # whether the decoder now skips frames nothing refers to
     try:
+        if key > 0:
+            container.seek(index.pts(key), stream=stream, backward=True)
         for packet in container.demux(stream):
             if keep is not None:
                 # The keyframe is always decoded, since the check below needs it.
@@ -99,7 +104,9 @@ def frames_from(
                 previous = i
                 yield i, frame
     except av.error.FFmpegError as exc:
-        raise SeekMismatch(f"after a seek to frame {key} the file cannot be read or decoded ({exc})") from None
+        raise VideoDecodeError(
+            container.name, f"cannot be read or decoded after a seek to frame {key} ({exc})"
+        ) from exc
 
 
 def packets(container: InputContainer, stream: VideoStream) -> Iterator[av.Packet | None]:

@@ -6,6 +6,11 @@ what decodes, timestamp gaps, timestamps missing, seeks that land elsewhere), so
 ``VideoIndex``, which ``scan`` makes by decoding every frame once, in order:
 
 * the frame count, as decoding from the first frame counts;
+* whether the file is intact: every packet read whole, to the end of the file,
+  and decoded. A header may claim more frames than an intact file decodes (it
+  counts timestamp gaps as frames, or is simply wrong); a file that is not
+  intact (cut short by an interrupted copy, damaged) is missing data, and then
+  the header may be right about what the file should hold;
 * each frame's presentation timestamp, when every frame has one and they rise
   in decoding order (then a timestamp names exactly one frame: frame ``i`` is
   the ``i``-th decoded, whatever gaps or variable rate the timestamps have);
@@ -16,7 +21,9 @@ what decodes, timestamp gaps, timestamps missing, seeks that land elsewhere), so
   decoding from the start gave them.
 
 A file that fails any of these is indexed with ``seekable=False`` and a reason;
-its clips are decoded from the first frame, which is exact for every file.
+its clips are decoded from the first frame, which is exact for every file. Only
+evidence about the file counts against it: a read error during those seeks
+(``VideoDecodeError``) is raised, and nothing is stored, since it may not happen again.
 
 ``IndexCache`` keeps indexes in memory (thread-safe: one lock around its table)
 and, given a directory, on disk, one small JSON file per video keyed by the
@@ -48,7 +55,8 @@ __all__ = ["IndexCache", "VideoIndex", "default_index_cache", "scan", "set_defau
 log = logging.getLogger(__name__)
 
 # Bump when the meaning of a stored index changes: older files are then rebuilt.
-_FORMAT = 1
+# 2: ``intact``.
+_FORMAT = 2
 _SEEK_CHECKS = 3  # keyframes sought when a file is indexed
 _CHECKED_FRAMES = 3  # frames compared after each of those seeks
 
@@ -62,6 +70,10 @@ class VideoIndex:
         keyframes: frame indices a seek can start at, ascending, always starting with 0.
         seekable: whether seeking to those keyframes is exact for this file.
         reason: why not, when ``seekable`` is False ("" otherwise).
+        intact: whether every packet was read whole, to the end of the file,
+            and decoded. Then ``frames`` is all the file holds, whatever its
+            header claims; without it (a truncated or damaged file) ``frames``
+            counts what decodes of what is left.
     """
 
     frames: int
@@ -74,6 +86,7 @@ class VideoIndex:
     pts_start: int = 0
     pts_step: int = 0
     pts_table: np.ndarray | None = field(default=None, repr=False)
+    intact: bool = False  # the safe claim for an index made by hand: not known to be whole
 
     def pts(self, frame: int) -> int:
         """The presentation timestamp of ``frame`` (0 <= frame < frames)."""
@@ -97,7 +110,7 @@ class VideoIndex:
 
     def to_json(self) -> dict:
         data = {"frames": self.frames, "keyframes": list(self.keyframes), "seekable": self.seekable}
-        data["reason"] = self.reason
+        data["reason"], data["intact"] = self.reason, self.intact
         if self.pts_table is not None:
             data["pts_table"] = self.pts_table.tolist()
         else:
@@ -115,6 +128,7 @@ class VideoIndex:
             pts_start=int(data.get("pts_start", 0)),
             pts_step=int(data.get("pts_step", 0)),
             pts_table=None if table is None else np.asarray(table, dtype=np.int64),
+            intact=bool(data["intact"]),
         )
 
 
@@ -171,7 +185,7 @@ class IndexCache:
         key = os.path.abspath(path)
         stamp = _stamp(key)
         index = self.get(path)
-        index = VideoIndex(frames=index.frames, seekable=False, reason=reason)
+        index = VideoIndex(frames=index.frames, seekable=False, reason=reason, intact=index.intact)
         self._store(key, stamp, index)
         self._remember(key, stamp, index)
 
@@ -264,7 +278,8 @@ def scan(path: str | os.PathLike[str]) -> VideoIndex:
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: the file cannot be opened as a video.
+        VideoDecodeError: the file cannot be opened as a video, no frame decodes,
+            or it cannot be read after one of the checking seeks.
     """
     with open_video(path) as (container, stream):
         seek_points: set[int] = set()  # timestamps of the packets the container marks as keyframes
@@ -272,11 +287,15 @@ def scan(path: str | os.PathLike[str]) -> VideoIndex:
         intra: list[int] = []  # frames the decoder calls keyframes
         checksums: dict[int, int] = {}  # frame -> checksum, for the first frames of each group
         problem = ""
+        intact = True
         for packet in packets(container, stream):
             frames = None if packet is None else decode(packet)
             if frames is None:
                 problem = "a packet fails to decode, or the file cannot be read to its end"
+                intact = False
                 continue
+            if packet.is_corrupt:  # FFmpeg's mark for a packet the file ends inside (cut short) or a damaged one
+                intact = False
             if packet.is_keyframe and packet.pts is not None:
                 seek_points.add(packet.pts)
             for frame in frames:
@@ -292,13 +311,13 @@ def scan(path: str | os.PathLike[str]) -> VideoIndex:
     if not problem:
         problem = _timestamp_problem(stamps)
     if problem:
-        return VideoIndex(frames=frames, reason=problem)
+        return VideoIndex(frames=frames, reason=problem, intact=intact)
     pts = np.asarray(stamps, dtype=np.int64)
     keyframes = tuple(sorted({0, *(i for i in intra if int(pts[i]) in seek_points)}))
-    index = _compact(frames, keyframes, pts)
+    index = _compact(frames, keyframes, pts, intact)
     problem = _seek_problem(path, index, checksums)
     if problem:
-        return VideoIndex(frames=frames, reason=problem)
+        return VideoIndex(frames=frames, reason=problem, intact=intact)
     return index
 
 
@@ -330,16 +349,21 @@ def _timestamp_problem(stamps: list[int | None]) -> str:
     return ""
 
 
-def _compact(frames: int, keyframes: tuple[int, ...], pts: np.ndarray) -> VideoIndex:
+def _compact(frames: int, keyframes: tuple[int, ...], pts: np.ndarray, intact: bool) -> VideoIndex:
     """The index, with its timestamps as start and step when they are evenly spaced."""
     step = int(pts[1] - pts[0]) if frames > 1 else 1
     if np.array_equal(pts, pts[0] + step * np.arange(frames, dtype=np.int64)):
-        return VideoIndex(frames, keyframes, seekable=True, pts_start=int(pts[0]), pts_step=step)
-    return VideoIndex(frames, keyframes, seekable=True, pts_table=pts)
+        return VideoIndex(frames, keyframes, seekable=True, pts_start=int(pts[0]), pts_step=step, intact=intact)
+    return VideoIndex(frames, keyframes, seekable=True, pts_table=pts, intact=intact)
 
 
 def _seek_problem(path: str | os.PathLike[str], index: VideoIndex, checksums: dict[int, int]) -> str:
-    """Seek to a few keyframes; say what went wrong if the frames decoded there differ, "" if none did."""
+    """Seek to a few keyframes; say what went wrong if the frames decoded there differ, "" if none did.
+
+    Raises:
+        VideoDecodeError: the file cannot be read or decoded after a seek: no
+            verdict on its seeks, so the caller stores none.
+    """
     later = index.keyframes[1:]
     if not later:
         return ""
