@@ -251,29 +251,36 @@ def measure(
     }
 
 
-def _convergence(starts: list[float], counts: list[int], window: int = 20) -> dict[str, float]:
-    """For an auto run: its final rate (last 20% of batches), the first batch from which ``window``
-    batches came at 95% of it with all the batches after it at 95% of it on average, the same after the
-    middle of the run, and the thread count it ended on."""
+_WINDOW = 20  # batches over which an auto run's rate is judged
+
+
+def _convergence(starts: list[float], counts: list[int]) -> dict[str, Any]:
+    """For an auto run: its final rate (last 20% of batches), the first batch from which it ran at 95% of
+    that (see ``_reached``), the same after the middle of the run, the thread count it ended on, and the
+    batches' start times (``batch_starts``), to judge it against the best fixed count afterwards."""
     n = len(starts)
-    tail = max(window, n // 5)
+    tail = max(_WINDOW, n // 5)
     final = (tail - 1) / (starts[-1] - starts[-tail]) if n > tail and starts[-1] > starts[-tail] else 0.0
-
-    def reached(first: int) -> float:
-        for i in range(first, n - window):
-            span = starts[i + window] - starts[i]
-            rest = starts[-1] - starts[i]
-            if span > 0 and window / span >= 0.95 * final and (n - 1 - i) / rest >= 0.95 * final:
-                return float(i)
-        return float("nan")
-
     return {
         "final_batches_per_s": final,
-        "reached_95_at": reached(0),
-        "reached_95_after_middle": reached(n // 2) - n // 2,
+        "reached_95_at": _reached(starts, 0.95 * final),
+        "reached_95_after_middle": _reached(starts, 0.95 * final, n // 2) - n // 2,
         "settled_threads": float(statistics.median(counts[-tail:])) if counts else float("nan"),
         "max_threads_seen": float(max(counts, default=0)),
+        "batch_starts": starts,
     }
+
+
+def _reached(starts: list[float], rate: float, first: int = 0) -> float:
+    """The first batch from ``first`` on from which ``_WINDOW`` batches came at ``rate`` or faster and all the
+    batches after it did on average; NaN if none did."""
+    n = len(starts)
+    for i in range(first, n - _WINDOW):
+        span = starts[i + _WINDOW] - starts[i]
+        rest = starts[-1] - starts[i]
+        if span > 0 and _WINDOW / span >= rate and (n - 1 - i) / rest >= rate:
+            return float(i)
+    return float("nan")
 
 
 def _ideal(workload: Workload, threads: int) -> float:
@@ -305,8 +312,8 @@ def summarise(workload: Workload, runs: dict[int, list[dict[str, float]]]) -> li
         row["batches_per_s"] = rates.median
         row["batches_per_s_min"] = rates.low
         row["batches_per_s_max"] = rates.high
-        for key in results[0]:
-            if key not in ("batches_per_s",):
+        for key, value in results[0].items():
+            if key != "batches_per_s" and not isinstance(value, list):
                 row[key] = statistics.median(r[key] for r in results)
         row["others_cpu_percent_max"] = max(r["others_cpu_percent"] for r in results)
         row["speedup_vs_1"] = rates.median / base_rate if base_rate else float("nan")
@@ -400,8 +407,12 @@ def check_targets(workload: Workload, rows: list[dict[str, Any]], batches: int) 
     return lines
 
 
-def autotune_lines(rows: list[dict[str, Any]], batches: int) -> list[str]:
-    """How the auto row compares with the best fixed count of the same run (nothing without one)."""
+def autotune_lines(rows: list[dict[str, Any]], auto_runs: list[dict[str, Any]], batches: int) -> list[str]:
+    """How the auto row compares with the best fixed count of the same run (nothing without one).
+
+    ``auto_runs`` are the auto rounds, with their batches' start times: the run reached the
+    best fixed count's rate at the first batch from which it ran at 95% of it (``_reached``).
+    """
     auto = next((r for r in rows if r["threads"] == "auto"), None)
     fixed = [r for r in rows if r["threads"] not in ("serial", "auto")]
     if auto is None or not fixed:
@@ -411,14 +422,23 @@ def autotune_lines(rows: list[dict[str, Any]], batches: int) -> list[str]:
     near = min(near_best, key=lambda r: int(r["threads"]))
     ratio = auto["batches_per_s"] / best["batches_per_s"]
     limit = batches // 10
-    reach = auto["reached_95_at"]
+    reaches = [_reached(run["batch_starts"], 0.95 * best["batches_per_s"]) for run in auto_runs]
+    reach = statistics.median(reaches)  # NaN (never) sorts unreliably: count them apart
+    never = sum(math.isnan(x) for x in reaches)
+    reach_text = f"batch {reach:.0f}" if not never else f"no batch in {never} of {len(reaches)} rounds"
+    if not never:
+        reach_text += f" (rounds: {', '.join(f'{x:.0f}' for x in reaches)})"
+    own = auto["reached_95_at"]
+    settled, smallest = auto["settled_threads"], int(near["threads"])
     lines = [
         f"auto: {auto['batches_per_s']:.2f} batches/s = {ratio:.3f} of the best fixed N={best['threads']} "
         f"({best['batches_per_s']:.2f}); target >= 0.95: {'met' if ratio >= 0.95 else 'MISSED'}",
-        f"auto: reached 95% of its final rate ({auto['final_batches_per_s']:.1f}/s) at batch {reach:.0f} "
-        f"(median of rounds); target within the first {limit}: {'met' if reach <= limit else 'MISSED'}",
-        f"auto: settled on {auto['settled_threads']:.0f} threads (at most {auto['max_threads_seen']:.0f}); "
-        f"smallest fixed N within 5% of the best: {near['threads']}",
+        f"auto: ran at 95% of the best fixed count's rate from {reach_text}; target within the first {limit}: "
+        f"{'met' if not never and reach <= limit else 'MISSED'}",
+        f"auto: reached 95% of its own final rate ({auto['final_batches_per_s']:.1f}/s) at batch {own:.0f} "
+        "(median of rounds)",
+        f"auto: settled on {settled:.0f} threads (at most {auto['max_threads_seen']:.0f}); smallest fixed N "
+        f"within 5% of the best: {smallest}; no more threads than needed: {'met' if settled <= smallest else 'MISSED'}",
     ]
     if not math.isnan(auto["reached_95_after_middle"]):
         lines.append(f"auto: after the middle of the run, reached 95% of the final rate "
@@ -558,7 +578,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             prefetcher.close()
     rows = summarise(workload, runs)
     print_table(workload, rows, args)
-    targets = check_targets(workload, rows, args.batches) + autotune_lines(rows, args.batches)
+    targets = check_targets(workload, rows, args.batches) + autotune_lines(rows, runs.get(AUTO, []), args.batches)
     for line in targets:
         print(line)
     out = Path(args.out)
