@@ -224,7 +224,13 @@ class Data(YieldFunction):
             time.sleep(pause * 0.003)
         if index == self._hang:
             with self._lock:
-                hang, self._hang = self._hang == index, None  # only the first call for it hangs
+                hang = self._hang == index
+                if self.cfg.fault == "hang_skip":
+                    # Only the first call hangs, so that later epochs do not pile up stuck
+                    # threads (past num_threads the loader raises, skip or not). With "hang"
+                    # every call of the index hangs: the first may be one made ahead for an
+                    # epoch that never runs, whose failure is rightly never raised.
+                    self._hang = None
             if hang:
                 self.release.wait(HANG_LIMIT)
         if index in self.fail:
