@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from example_options import add_output_arguments
 
 WORKER = Path(__file__).resolve().with_name("train_multiworker.py")
 REAP_SECONDS = 5.0  # how long a worker gets to end after SIGTERM before SIGKILL
@@ -168,18 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds for the whole run")
     parser.add_argument("--out", type=Path, help="folder for the reports and weights (default: a temporary one)")
     parser.add_argument("--min-val-accuracy", type=float, default=0.0, help="fail below this final accuracy")
-    parser.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="each worker's progress line per epoch, with its rate and input-bound share (default: on)",
-    )
-    parser.add_argument("--verbose", action="store_true", help="show the workers' TensorFlow start-up log")
+    add_output_arguments(parser)  # passed on to every worker
     args = parser.parse_args(own)
     if args.workers < 1:
         parser.error("--workers must be at least 1")
     # Before the arguments after --, so that those win where both are given.
-    passed_on = (["--verbose"] if args.verbose else []) + ([] if args.progress else ["--no-progress"])
+    passed_on = (["--verbose"] if args.verbose else []) + (["--no-progress"] if args.progress is False else [])
     worker_args = passed_on + worker_args
     # Ctrl-C reaches the workers too (same process group); SIGTERM from a job runner should end them as well.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import textwrap
 import time
@@ -11,18 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from tests.helpers import load_example
+
 LAUNCH_TIMEOUT = 50  # seconds: below pytest's 60, so the launcher reaps the workers itself
 
 
-def load_launcher():
-    spec = importlib.util.spec_from_file_location("launch_multiworker", EXAMPLES / "launch_multiworker.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-launcher = load_launcher()
+launcher = load_example("launch_multiworker")
 
 
 @pytest.fixture(scope="module")
