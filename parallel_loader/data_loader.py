@@ -352,7 +352,7 @@ class DataLoader:
 
     @property
     def threads(self) -> tuple[threading.Thread, ...]:
-        """The loader threads started so far (none before the first iteration)."""
+        """The loader threads, the last started under each number (none before the first iteration)."""
         return self._pool.threads
 
     @property

@@ -125,7 +125,9 @@ class LoaderStats(Rates):
         seconds: wall time since the first iteration began.
         wait_seconds: time the consumer spent waiting for results from the queue.
         calls: call times of the yield function, all threads together.
-        per_thread: the same per loader thread, by thread name (retired threads included).
+        per_thread: the same per loader thread, by thread name. A thread number is
+            given again, once its thread has ended (retired by ``resize`` or the
+            tuner), to the next thread started, whose calls add to the same record.
         queue_fill: how full the queue was on average when the consumer took a
             result (0: empty, it waited; 1: full, the loader is ahead).
         takes: results the consumer took from the queue (what ``queue_fill`` averages over).

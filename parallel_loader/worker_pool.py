@@ -128,7 +128,7 @@ class WorkerPool:
 
     @property
     def threads(self) -> tuple[threading.Thread, ...]:
-        """Every thread started so far, abandoned ones included."""
+        """The last thread started under each number, abandoned ones included."""
         return tuple(slot.thread for slot in self._slots)
 
     @property
@@ -142,7 +142,7 @@ class WorkerPool:
         return self._live - self._retire
 
     def call_times(self) -> dict[str, CallTimes]:
-        """Each thread's call times, by thread name, retired and ended threads included."""
+        """The call times by thread name; a name's record goes on with the later threads given its number."""
         return {slot.thread.name: slot.times for slot in self._slots}
 
     def stuck(self) -> list[CallSlot]:
@@ -251,12 +251,21 @@ class WorkerPool:
     # Private: the threads' side.
 
     def _start_thread(self) -> None:
-        number = len(self._slots)
+        # The number (and the call times) of a thread that has ended, retired or given up on, go to
+        # the new one: numbers stay below the most threads running at once, and the records do not
+        # grow with every thread a tuner starts over a run of days.
+        ended = next((s for s in self._slots if s.thread.ident is not None and not s.thread.is_alive()), None)
+        number = len(self._slots) if ended is None else ended.number
         thread = threading.Thread(target=self._run, name=f"{self.name}-{number}", daemon=True)
         slot = CallSlot(number, thread)
+        if ended is not None:
+            slot.times = ended.times
         thread._pool_slot = slot  # type: ignore[attr-defined]
         # Listed before it starts, so that an interrupt between the two cannot hide it from join().
-        self._slots.append(slot)
+        if ended is None:
+            self._slots.append(slot)
+        else:
+            self._slots[number] = slot
         self._live += 1
         with _interrupts_deferred():
             thread.start()

@@ -117,14 +117,18 @@ class Scripted(ThreadTuner):
 def test_every_index_comes_once_and_in_order_while_threads_come_and_go(ordered):
     script = [1, 5, 2, 8, 1, 3, 6, 1] * 10
     tuner = Scripted(script, min_threads=2)
-    with DataLoader(Indices(300), num_threads=tuner, max_len=3, ordered=ordered) as loader:
+    started = []  # each thread's number, as thread_init is given it
+    with DataLoader(Indices(300), num_threads=tuner, max_len=3, ordered=ordered, thread_init=started.append) as loader:
         for _ in range(2):
             got = list(loader)
             assert (got if ordered else sorted(got)) == list(range(300))
         threads = loader.threads
     join_all(list(threads))
     assert tuner.seen[:3] == [2, 1, 5]  # the loader ran the counts it was given
-    assert len(threads) > 8  # threads were retired and others started
+    assert len(started) > 8  # threads were retired and others started
+    # An ended thread's number goes to the next one: numbers (and records) stay below the most
+    # threads running at once (8, give or take those still ending), however many are started.
+    assert max(started) < 12 and len(loader.stats().per_thread) == max(started) + 1
 
 
 def test_resize_while_iterating_changes_the_running_threads():
