@@ -89,7 +89,9 @@ def test_sweep_auto_is_compared_with_the_fixed_counts(tmp_path: Path) -> None:
     auto = report["rows"][-1]
     assert auto["batches"] == 60 and auto["settled_threads"] >= 1
     lines = [line for line in report["targets"] if line.startswith("auto:")]
-    assert "of the best fixed N=" in lines[0] and "settled on" in lines[2]
+    assert "of the best fixed N=" in lines[0] and "of the best fixed count's rate from" in lines[1]
+    assert "settled on" in lines[3] and "no more threads than needed:" in lines[3]
+    assert len(report["runs"]["auto"][0]["batch_starts"]) == 60  # what the rate against the best is judged from
 
 
 def _latency_row(threads: int, efficiency: float, seconds: float) -> dict:
@@ -219,3 +221,17 @@ def test_gpu_sampler_reads_nvidia_smi_lines(tmp_path: Path) -> None:
     }
     assert summary[1]["samples"] == 1 and summary[1]["util_max"] == 5.0
     assert sampler.errors == ["0, NVIDIA H100 80GB HBM3, [N/A], 3000"]  # kept, not counted
+
+
+def test_autotune_lines_judge_auto_against_the_best_fixed_count() -> None:
+    fixed = [{"threads": "8", "batches_per_s": 100.0}, {"threads": "16", "batches_per_s": 98.0}]
+    auto = {"threads": "auto", "batches_per_s": 90.0, "final_batches_per_s": 95.0, "reached_95_at": 5.0,
+            "settled_threads": 12.0, "max_threads_seen": 20.0, "reached_95_after_middle": float("nan")}  # fmt: skip
+    slow_then_fast = [i / 50 for i in range(20)] + [0.4 + i / 100 for i in range(280)]  # 50/s, then 100/s
+    never = [i / 50 for i in range(300)]  # 50/s throughout
+    lines = sweep.autotune_lines([*fixed, auto], [{"batch_starts": slow_then_fast}], 300)
+    assert "= 0.900 of the best fixed N=8" in lines[0] and lines[0].endswith("MISSED")
+    assert "from batch 19 " in lines[1] and lines[1].endswith("met")  # 20 batches from 19 on at 95/s; 10% is 30
+    assert "smallest fixed N within 5% of the best: 8" in lines[3] and lines[3].endswith("MISSED")  # 12 > 8
+    lines = sweep.autotune_lines([*fixed, auto], [{"batch_starts": never}], 300)
+    assert "no batch in 1 of 1 rounds" in lines[1] and lines[1].endswith("MISSED")
