@@ -20,8 +20,9 @@ fault:
   raise ``LoaderTimeout``, or record it and go on);
 * ``resume``: the consumer stops at a random batch, saves ``state_dict()``, and a
   new loader with another thread count and queue length goes on from it;
-* ``train_task`` / ``train_sigint``: the same through ``Train.run`` with a
-  validation loader, the step raising or a real SIGINT arriving.
+* ``train_task`` / ``train_sigint`` / ``train_trace``: the same through
+  ``Train.run`` with a validation loader: the step raising, a real SIGINT, or
+  Ctrl-C at a traced line.
 
 After each run it checks: the run ended within ``--run-limit`` seconds (else it
 prints every thread's stack and exits: a hang), no thread started by the run is
@@ -50,6 +51,8 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,7 @@ FAULTS = (
     "resume",
     "train_task",
     "train_sigint",
+    "train_trace",
 )
 PROTOCOLS = ("call", "hooks", "get_batch", "samples")
 
@@ -126,7 +130,7 @@ class Config:
         if fault in ("skip", "hang_skip"):
             protocol = rng.choice(("call", "hooks", "get_batch"))  # a skipped batch's samples are not known
         length = rng.choice((0, 1, 2, rng.randint(3, 20), rng.randint(3, 200)))
-        if fault == "trace":
+        if fault in ("trace", "train_trace"):
             length = min(length, 40)  # tracing every line is slow
         cfg = cls(
             seed=seed,
@@ -151,7 +155,7 @@ class Config:
         elif fault in ("hang", "hang_skip"):
             cfg.hang = rng.randrange(span)
             cfg.call_timeout = rng.uniform(0.05, 0.3)
-        elif fault == "trace":
+        elif fault in ("trace", "train_trace"):
             cfg.line = rng.randint(1, 3000)
         elif fault in ("close", "sigint", "train_sigint"):
             cfg.at = rng.randint(-1, cfg.epochs * cfg.batches - 1)
@@ -422,18 +426,13 @@ def run_one(cfg: Config, interrupts: Interrupts) -> Outcome:
             data = make_data(cfg, release)
             if cfg.fault.startswith("train_"):
                 trigger = Trigger(cfg, interrupts)
-                _run_train(cfg, data, trigger, epochs)
+                with _traced(cfg, outcome):
+                    _run_train(cfg, data, trigger, epochs)
             else:
                 loader = make_loader(cfg, data)
                 trigger = Trigger(cfg, interrupts, loader)
-                if cfg.fault == "trace":
-                    trap = LineTrap(cfg.line)
-                    outcome.where = trap.where
-                    sys.settrace(trap)
-                try:
+                with _traced(cfg, outcome):
                     resumed = _consume(cfg, loader, data, epochs, trigger)
-                finally:
-                    sys.settrace(None)
         finally:
             interrupts.disarm()
     except BaseException as error:  # every outcome is checked below
@@ -455,6 +454,21 @@ def run_one(cfg: Config, interrupts: Interrupts) -> Outcome:
     outcome.lost = _check_delivery(cfg, epochs, resumed, loader)
     outcome.completed_epochs = sum(whole for _, _, whole in epochs)
     return outcome
+
+
+@contextmanager
+def _traced(cfg: Config, outcome: Outcome) -> Iterator[None]:
+    """For a trace fault, run the block under a ``LineTrap`` for ``cfg.line``; for the others, as it is."""
+    if cfg.fault not in ("trace", "train_trace"):
+        yield
+        return
+    trap = LineTrap(cfg.line)
+    outcome.where = trap.where
+    sys.settrace(trap)
+    try:
+        yield
+    finally:
+        sys.settrace(None)
 
 
 def _consume(cfg: Config, loader: DataLoader, data: Data, epochs: list, trigger: Trigger) -> list[Any]:
@@ -535,7 +549,7 @@ def _allowed(cfg: Config) -> set[type[BaseException] | None]:
         return {InjectedError} | may_miss if some_batches else {None}
     if cfg.fault == "close":
         return {None, LoaderClosed}
-    if cfg.fault in ("sigint", "trace", "train_sigint"):
+    if cfg.fault in ("sigint", "trace", "train_sigint", "train_trace"):
         return {None, KeyboardInterrupt}
     if cfg.fault in ("task", "train_task"):
         return {TaskError} if some_batches else {None}
