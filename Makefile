@@ -39,6 +39,7 @@ demo-multiworker: venv $(SAMPLE_DATA)/.complete
 		--data $(SAMPLE_DATA) --threads 1 --intra-op 1
 
 # Every benchmark with its README settings (about an hour on 2 cores); tables in benchmarks/README.md.
+# The 30-minute soak runs apart: python -m benchmarks.soak --minutes 30
 bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.queue_overhead --max-len 64 8 1 --quiet 8
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --step 0.01 --threads 1,2,5,10 --batches 300 \
@@ -55,6 +56,7 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.sweep --workload shift --load 0.02 --load-after 0.08 --step 0.005 \
 		--threads 4,8,16,24,auto --batches 300 --rounds 2 --quiet 5
 	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,3,4,auto --batches 300 --rounds 1 --calibrate 5 --quiet 8
+	$(PY) -m benchmarks.faults --runs 1000 --seed 0
 
 # The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
 # and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.

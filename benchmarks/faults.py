@@ -389,11 +389,8 @@ _NOP = dis.opmap["NOP"]
 
 
 def _is_condition(frame: Any) -> bool:
-    return (
-        frame is not None
-        and frame.f_code.co_filename == threading.__file__
-        and (frame.f_code.co_qualname.startswith("Condition."))
-    )
+    code = None if frame is None else frame.f_code
+    return code is not None and code.co_filename == threading.__file__ and code.co_qualname.startswith("Condition.")
 
 
 def _signal_can_land(frame: Any) -> bool:
