@@ -1,11 +1,12 @@
 """Waits and wake-ups that a Ctrl-C cannot leave half done.
 
 CPython runs a pending signal handler (Ctrl-C's ``KeyboardInterrupt``) in the main
-thread right after a C call returns. ``threading.Condition.wait`` releases its lock
-and only then enters the ``try`` whose ``finally`` takes it back, so an interrupt
-landing between the two leaves the lock released; the caller's ``with lock`` then
-fails with "release unlocked lock" instead of raising the interrupt, and with a
-plain ``Lock`` it may release the lock while another thread holds it. The wait may
+thread right after a C call returns, as a function starts, and on a backward jump.
+``threading.Condition.wait`` releases its lock and only then enters the ``try``
+whose ``finally`` takes it back, so an interrupt landing between the two leaves the
+lock released; the caller's ``with lock`` then fails with a ``RuntimeError`` ("release
+unlocked lock") instead of raising the interrupt, and with a plain ``Lock`` it may
+release the lock while another thread holds it. The wait may
 also leave its waiter queued in the condition, where it takes a later ``notify()``
 that a real waiter needed.
 
@@ -13,10 +14,12 @@ that a real waiter needed.
 this thread no longer holds it (an ``RLock`` knows its owner) and wakes every
 waiter, so the stale one is gone and the others re-check what they wait for (each
 caller waits in a loop on its own condition, so a spurious wake-up costs nothing).
-The lock must therefore be an ``RLock``, taken with ``with lock`` (its C-level
-``__enter__`` cannot be interrupted half way), never ``with`` the condition
+The lock must therefore be an ``RLock``, taken once (``wait`` takes it back once,
+not as many times as it was held), with ``with lock`` (its C-level ``__enter__``
+cannot be interrupted half way), never ``with`` the condition
 (``Condition.__enter__`` is Python code: an interrupt after its acquire would keep
-the lock for ever).
+the lock for ever). For the same reason, code that may run in the main thread uses
+no ``threading.Event`` of its own: ``Event.set()`` goes through ``Condition.__enter__``.
 
 An interrupt inside ``Condition.notify_all`` leaves the waiters after the point
 it reached asleep: when that wake-up was a stop, they would wait for ever.
@@ -38,7 +41,8 @@ def new_lock() -> threading.RLock:
 def wait(cond: threading.Condition, lock: threading.RLock, timeout: float | None = None) -> bool:
     """``cond.wait(timeout)``, with ``lock`` (``cond``'s) held again however the wait ends.
 
-    Call with ``lock`` held, from any thread. Returns what ``Condition.wait`` returns.
+    Call with ``lock`` held once (not recursively), from any thread. Returns what
+    ``Condition.wait`` returns.
     """
     try:
         return cond.wait(timeout)

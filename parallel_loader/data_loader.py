@@ -155,7 +155,10 @@ class DataLoader:
             dropped (it raises anyway once more than ``num_threads`` calls are stuck).
         thread_init: called in each loader thread with its number (0, 1, ...)
             before its first call, to set up per-thread state (a connection, a
-            decoder). An exception there is raised in the consumer.
+            decoder). An exception there is raised in the consumer. A thread started
+            after another ended (``resize``, ``num_threads="auto"``) takes the ended
+            one's number, so numbers stay below the most threads running at once and
+            may be given more than once.
         num_shards: how many workers share each epoch (multi-worker training). Every
             worker computes the same global order of the epoch (so with ``shuffle``,
             give all the same ``seed``) and delivers only its own shard of it:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import numbers
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
@@ -226,7 +225,9 @@ class Train:
             overlap_epochs=overlap_epochs,
         )
         self.history: list[EpochStats] = []
-        self._stop = threading.Event()
+        # A plain flag, not a threading.Event: nobody waits on it, and Event.set() takes a lock
+        # through Condition.__enter__, which a Ctrl-C can leave held (see _interrupt_safe).
+        self._stop_requested = False
         self._states: dict[str, dict[str, Any]] = {}  # from load_state_dict, for the next loaders made
         self._last: dict[str, DataLoader] = {}  # the loaders of the current or last run, for state_dict
         # Built now so that bad arguments fail here, before any thread starts;
@@ -258,7 +259,7 @@ class Train:
         """
         epochs = check_int("epochs", epochs, minimum=1)
         mode = progress_mode(progress)
-        self._stop.clear()
+        self._stop_requested = False
         last = len(self.history) + epochs
         with self._open_loaders() as loaders:
             for _ in range(epochs):
@@ -281,8 +282,8 @@ class Train:
                     100 * stats.wait_fraction,
                 )
                 if self.on_epoch_end is not None and _is_true(self.on_epoch_end(stats)):
-                    self._stop.set()
-                if self._stop.is_set():
+                    self._stop_requested = True
+                if self._stop_requested:
                     log.info("training stopped after epoch %d", stats.epoch)
                     break
         return self.history
@@ -295,7 +296,7 @@ class Train:
         usual (validation, its record in ``history``, ``on_epoch_end``) and ``run``
         returns with the loader threads closed. The next ``run`` starts afresh.
         """
-        self._stop.set()
+        self._stop_requested = True
 
     def test(self, progress: bool | None = None) -> PassStats:
         """Run ``test_task`` over the test data once, in the calling thread.
@@ -398,7 +399,7 @@ class Train:
                 means.add(output)
                 if display is not None:
                     display.update(stats.wait_seconds, means.values)
-                if stoppable and self._stop.is_set():
+                if stoppable and self._stop_requested:
                     break
                 ready = time.perf_counter()
             else:

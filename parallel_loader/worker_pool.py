@@ -124,7 +124,10 @@ class WorkerPool:
         self._retire = 0  # threads asked to end at their next take (resize)
         self._slots: list[CallSlot] = []
         self._watchdog: threading.Thread | None = None
-        self._watchdog_stop = threading.Event()
+        # The watchdog sleeps on this until a call may pass call_timeout; stop() wakes it. Not a
+        # threading.Event: Event.set() takes its own lock through Condition.__enter__, which a
+        # Ctrl-C can leave held (see _interrupt_safe), and stop() runs in the main thread.
+        self._watchdog_wake = threading.Condition(lock)
 
     @property
     def threads(self) -> tuple[threading.Thread, ...]:
@@ -194,8 +197,7 @@ class WorkerPool:
         """Tell every thread to end after its current call, without waiting. Idempotent, any thread."""
         with self._lock:
             self._stopping = True
-            notify_all(self._work, self._idle)
-        self._watchdog_stop.set()
+            notify_all(self._work, self._idle, self._watchdog_wake)
 
     def wait_idle(self, give_up: Callable[[], bool], match: Callable[[Any], bool] | None = None) -> bool:
         """Wait until no call is in progress (abandoned calls aside), or until ``give_up()`` holds.
@@ -254,7 +256,7 @@ class WorkerPool:
         # The number (and the call times) of a thread that has ended, retired or given up on, go to
         # the new one: numbers stay below the most threads running at once, and the records do not
         # grow with every thread a tuner starts over a run of days.
-        ended = next((s for s in self._slots if s.thread.ident is not None and not s.thread.is_alive()), None)
+        ended = next((s for s in self._slots if _ended(s.thread)), None)
         number = len(self._slots) if ended is None else ended.number
         thread = threading.Thread(target=self._run, name=f"{self.name}-{number}", daemon=True)
         slot = CallSlot(number, thread)
@@ -329,11 +331,15 @@ class WorkerPool:
         timeout = self.call_timeout
         assert timeout is not None
         pause = timeout
-        while not self._watchdog_stop.wait(pause):
-            now = time.monotonic()
+        while True:
             stuck: list[CallSlot] = []
-            pause = timeout
             with self._lock:
+                if not self._stopping:
+                    wait(self._watchdog_wake, self._lock, pause)
+                if self._stopping:
+                    return
+                now = time.monotonic()
+                pause = timeout
                 for slot in self._slots:
                     started = slot.started
                     if started is None or slot.abandoned:
@@ -374,6 +380,11 @@ def _interrupts_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if received:
             raise KeyboardInterrupt
+
+
+def _ended(thread: threading.Thread) -> bool:
+    """Whether ``thread`` ran and has ended; not one whose ``start()`` has yet to mark it started."""
+    return thread._started.is_set() and not thread.is_alive()
 
 
 def _join(thread: threading.Thread, deadline: float | None) -> None:
