@@ -55,7 +55,7 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 		--threads 4,8,12,16,24,32,auto --batches 300 --rounds 2 --quiet 5
 	$(PY) -m benchmarks.sweep --workload shift --load 0.02 --load-after 0.08 --step 0.005 \
 		--threads 4,8,16,24,auto --batches 300 --rounds 2 --quiet 5
-	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,3,4,auto --batches 300 --rounds 1 --calibrate 5 --quiet 8
+	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,3,4,auto --batches 300 --rounds 2 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.faults --runs 1000 --seed 0
 
 # The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
