@@ -348,15 +348,24 @@ def test_random_streams_have_fixed_length_keys_with_their_own_tags(tree):
     """Sample order from [seed, ORDER, epoch]; clip start from [seed, CLIP, epoch, position, attempt]."""
     assert len({_ORDER_KEY, _CLIP_KEY, _SHUFFLE_KEY}) == 3
     data = folder(tree, dtype="uint8")
-    data.set_epoch(2)
-    order = np.random.default_rng([7, _ORDER_KEY, 2]).permutation(len(data.samples))
+    for clip, path, frames, rng in _clips_with_their_draws(data, epoch=2, seed=7):
+        assert Path(path).stem == f"v{video_id(clip):02d}"
+        assert frame_indices(clip)[0] == rng.integers(frames - data.span + 1)
+
+
+def _clips_with_their_draws(data, epoch, seed):
+    """Each clip of ``epoch``, with its sample's path and header frame count, and the generator of its first attempt.
+
+    The sample order comes from ``[seed, ORDER, epoch]``, each clip's draws from
+    ``[seed, CLIP, epoch, position, 0]``.
+    """
+    data.set_epoch(epoch)
+    order = np.random.default_rng([seed, _ORDER_KEY, epoch]).permutation(len(data.samples))
     for index, (clips, _) in enumerate(epoch_batches(data)):
         for k, clip in enumerate(clips):
             position = index * data.batch_size + k
             path, _, frames = data.samples[order[position % len(order)]]
-            assert Path(path).stem == f"v{video_id(clip):02d}"
-            start = np.random.default_rng([7, _CLIP_KEY, 2, position, 0]).integers(frames - data.span + 1)
-            assert frame_indices(clip)[0] == start
+            yield clip, path, frames, np.random.default_rng([seed, _CLIP_KEY, epoch, position, 0])
 
 
 # Bad input
@@ -652,18 +661,12 @@ def test_clips_stay_within_the_frames_that_decode_when_the_header_claims_more(ov
 def test_files_whose_header_is_right_give_the_clips_their_header_alone_would(tree, cold_index_cache):
     """The index is asked on each call, but for a file whose header is right the clips are those it always gave."""
     data = folder(tree, dtype="uint8")
-    data.set_epoch(2)
-    order = np.random.default_rng([7, _ORDER_KEY, 2]).permutation(len(data.samples))
-    for index, (clips, _) in enumerate(epoch_batches(data)):
-        for k, clip in enumerate(clips):
-            position = index * data.batch_size + k
-            path, _, frames = data.samples[order[position % len(order)]]
-            rng = np.random.default_rng([7, _CLIP_KEY, 2, position, 0])
-            start = int(rng.integers(frames - data.span + 1))
-            top, left, flip = int(rng.integers(3)), int(rng.integers(4)), bool(rng.integers(2))
-            full = read_clip(path, start, data.clip_len, data.stride, data.decode_size, seek=False)
-            view = full[:, top : top + 16, left : left + 20]
-            np.testing.assert_array_equal(clip, view[:, :, ::-1] if flip else view)
+    for clip, path, frames, rng in _clips_with_their_draws(data, epoch=2, seed=7):
+        start = int(rng.integers(frames - data.span + 1))
+        top, left, flip = int(rng.integers(3)), int(rng.integers(4)), bool(rng.integers(2))
+        full = read_clip(path, start, data.clip_len, data.stride, data.decode_size, seek=False)
+        view = full[:, top : top + 16, left : left + 20]
+        np.testing.assert_array_equal(clip, view[:, :, ::-1] if flip else view)
 
 
 def test_a_sample_too_long_for_the_frames_that_decode_is_a_clear_error(overstated):
