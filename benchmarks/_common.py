@@ -1,4 +1,10 @@
-"""Helpers shared by the benchmark scripts: statistics, resource sampling, tables, output files."""
+"""Helpers shared by the benchmark scripts: options, statistics, resource sampling, tables, output files.
+
+Every script builds its parser with ``make_parser`` and ``add_out_argument``,
+prints its results with ``format_table`` and writes them with ``write_report``
+(or ``write_json`` for a report of its own shape), so that a script holds only
+what it measures. The module knows nothing of any one benchmark's workload.
+"""
 
 from __future__ import annotations
 
@@ -27,16 +33,19 @@ __all__ = [
     "ResourceSampler",
     "RunProgress",
     "add_noise_arguments",
+    "add_out_argument",
     "add_output_arguments",
     "Spread",
     "format_table",
     "others_cpu_percent",
     "machine_info",
+    "make_parser",
     "parse_ints",
     "spread",
     "wait_for_quiet",
     "write_csv",
     "write_json",
+    "write_report",
 ]
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -179,6 +188,20 @@ def wait_for_quiet(max_wait: float, threshold: float = 40.0) -> float:
             return others
 
 
+def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentParser:
+    """A script's parser, described by the first paragraph of its docstring ``doc``.
+
+    ``prog`` names the command in the usage line; a script that is a package gives
+    it, since its ``__main__.py`` would name it otherwise.
+    """
+    return argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
+
+
+def add_out_argument(parser: argparse.ArgumentParser, default: Path = DEFAULT_OUT, help: str | None = None) -> None:
+    """``--out``: the folder the script writes its results to (``DEFAULT_OUT`` unless ``default``)."""
+    parser.add_argument("--out", type=str, default=str(default), help=help)
+
+
 def add_noise_arguments(parser: argparse.ArgumentParser) -> None:
     """``--quiet``: how long to wait before each run for the neighbours to calm down."""
     parser.add_argument(
@@ -271,6 +294,21 @@ def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     return path
+
+
+def write_report(
+    args: argparse.Namespace, name: str, fields: dict[str, Any], machine: dict[str, str] | None = None, say: bool = True
+) -> dict[str, Any]:
+    """Write ``{"args", "machine", **fields}`` to ``<args.out>/<name>.json`` and return it.
+
+    ``machine`` is ``machine_info()`` unless given; with ``say`` the script prints
+    ``wrote PATH``, as most scripts do after their tables.
+    """
+    report = {"args": vars(args), "machine": machine_info() if machine is None else machine, **fields}
+    path = write_json(Path(args.out) / f"{name}.json", report)
+    if say:
+        print(f"wrote {path}")
+    return report
 
 
 def machine_info() -> dict[str, str]:
