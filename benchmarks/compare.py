@@ -43,7 +43,6 @@ from parallel_loader import DataLoader, YieldFunction
 from parallel_loader.tf_startup import import_tensorflow
 
 from ._common import (
-    ResourceSampler,
     RunProgress,
     add_noise_arguments,
     add_out_argument,
@@ -52,9 +51,9 @@ from ._common import (
     make_parser,
     parse_ints,
     spread,
-    wait_for_quiet,
     write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import add_video_arguments, describe_video, limit_opencv_threads, open_video_folder
 
 __all__ = ["main"]

@@ -28,15 +28,8 @@ from typing import Any
 
 from parallel_loader import DataLoader, Train
 
-from ._common import (
-    add_noise_arguments,
-    add_out_argument,
-    format_table,
-    make_parser,
-    spread,
-    wait_for_quiet,
-    write_report,
-)
+from ._common import add_noise_arguments, add_out_argument, format_table, make_parser, spread, write_report
+from ._resources import wait_for_quiet
 
 __all__ = ["main", "measure"]
 

@@ -34,7 +34,6 @@ from parallel_loader import DataLoader, DevicePrefetcher, YieldFunction
 from parallel_loader.tf_startup import device_line, import_tensorflow
 
 from ._common import (
-    ResourceSampler,
     RunProgress,
     add_noise_arguments,
     add_out_argument,
@@ -42,9 +41,9 @@ from ._common import (
     format_table,
     make_parser,
     spread,
-    wait_for_quiet,
     write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import set_tf_threads
 
 __all__ = ["Batches", "main"]

@@ -29,7 +29,6 @@ from typing import Any
 from parallel_loader import DataLoader, FIFOQueue, YieldFunction
 
 from ._common import (
-    ResourceSampler,
     RunProgress,
     add_noise_arguments,
     add_out_argument,
@@ -37,9 +36,9 @@ from ._common import (
     format_table,
     make_parser,
     spread,
-    wait_for_quiet,
     write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 
 __all__ = ["main", "measure"]
 

@@ -31,13 +31,8 @@ import psutil
 
 from parallel_loader import DataLoader, YieldFunction
 
-from ._common import (
-    ResourceSampler,
-    add_out_argument,
-    format_table,
-    make_parser,
-    write_report,
-)
+from ._common import add_out_argument, format_table, make_parser, write_report
+from ._resources import ResourceSampler
 
 __all__ = ["InjectedErrors", "main"]
 

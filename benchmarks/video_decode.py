@@ -55,7 +55,6 @@ from av.video.reformatter import VideoReformatter
 from parallel_loader.video import IndexCache, read_clip
 
 from ._common import (
-    ResourceSampler,
     add_noise_arguments,
     add_out_argument,
     format_table,
@@ -63,9 +62,9 @@ from ._common import (
     make_parser,
     parse_ints,
     spread,
-    wait_for_quiet,
     write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import REPO, limit_opencv_threads
 
 __all__ = ["SETS", "main"]

@@ -10,15 +10,8 @@ from typing import Any
 from parallel_loader import DevicePrefetcher
 from parallel_loader.progress import progress_mode
 
-from .._common import (
-    add_noise_arguments,
-    add_out_argument,
-    add_output_arguments,
-    make_parser,
-    wait_for_quiet,
-    write_csv,
-    write_report,
-)
+from .._common import add_noise_arguments, add_out_argument, add_output_arguments, make_parser, write_csv, write_report
+from .._resources import wait_for_quiet
 from .._workloads import add_video_arguments
 from .measure import measure
 from .plot import plot

@@ -15,7 +15,7 @@ from parallel_loader import DataLoader, DevicePrefetcher
 from parallel_loader.progress import PassProgress
 from parallel_loader.train import PassStats
 
-from .._common import ResourceSampler
+from .._resources import ResourceSampler
 from .workloads import AUTO, SERIAL, Workload, ideal, thread_label
 
 __all__ = ["measure", "reached"]
