@@ -24,12 +24,12 @@ import itertools
 import statistics
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from parallel_loader import DataLoader, Train
 
-from ._common import DEFAULT_OUT, add_noise_arguments, format_table, machine_info, spread, wait_for_quiet, write_json
+from ._common import add_noise_arguments, add_out_argument, format_table, make_parser, spread, write_report
+from ._resources import wait_for_quiet
 
 __all__ = ["main", "measure"]
 
@@ -100,7 +100,7 @@ def measure(mode: str, overlap: bool, args: argparse.Namespace) -> dict[str, flo
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--load", type=float, default=0.05, help="seconds each batch sleeps in the loader")
     parser.add_argument("--step", type=float, default=0.01, help="seconds each training (and validation) step sleeps")
     parser.add_argument("--threads", type=int, default=5)
@@ -109,7 +109,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--val-batches", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     add_noise_arguments(parser)
     return parser.parse_args(argv)
 
@@ -151,9 +151,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             r["epochs_per_s"] for r in runs[(mode, False)]
         )
         print(f"{mode}: boundary wait {off:.1f} ms -> {on:.1f} ms; epochs/s {speed:.2f}x")
-    report = {"args": vars(args), "machine": machine_info(), "runs": {f"{m}-{o}": v for (m, o), v in runs.items()}}
-    write_json(Path(args.out) / "epoch_boundary.json", report)
-    return report
+    return write_report(args, "epoch_boundary", {"runs": {f"{m}-{o}": v for (m, o), v in runs.items()}}, say=False)
 
 
 if __name__ == "__main__":
