@@ -37,8 +37,7 @@ class LoaderStats(keras.callbacks.Callback):
 
     Args:
         source: the ``DataLoader`` given to ``as_tf_dataset``, or the dataset
-            ``as_tf_dataset`` returned (which also finds the loader that each
-            epoch of a dataset over a yield function makes).
+            ``as_tf_dataset`` returned (the one loader it keeps for all its epochs).
         prefix: put before each key, e.g. ``"val_"`` for a second callback on
             validation data.
 
@@ -48,31 +47,24 @@ class LoaderStats(keras.callbacks.Callback):
 
     def __init__(self, source: Any, prefix: str = "") -> None:
         super().__init__()
-        if not isinstance(source, DataLoader):
-            loader_of(source)  # checks it now, not at the first epoch's end
         self.source = source
         self.prefix = prefix
         self.last: LoaderSnapshot | None = None  # the last epoch's figures
-        self._begin: tuple[DataLoader | None, LoaderSnapshot | None, float] = (None, None, 0.0)
-
-    def _loader(self) -> DataLoader | None:
-        return self.source if isinstance(self.source, DataLoader) else loader_of(self.source)
+        self.loader: DataLoader = source if isinstance(source, DataLoader) else loader_of(source)
+        self._begin: tuple[LoaderSnapshot | None, float] = (None, 0.0)
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        loader = self._loader()
-        self._begin = (loader, loader.stats() if loader is not None else None, time.perf_counter())
+        self._begin = (self.loader.stats(), time.perf_counter())
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        seconds = time.perf_counter() - self._begin[2]
-        loader = self._loader()
-        if loader is None or logs is None:
+        before, began = self._begin
+        seconds = time.perf_counter() - began
+        if logs is None:
             return
-        began, before = self._begin[:2]
-        stats = loader.stats()
-        # A dataset over a yield function makes a new loader for each epoch after on_epoch_begin.
-        if began is loader and before is not None:
+        stats = self.loader.stats()
+        if before is not None:
             stats = stats.since(before)
         self.last = stats
         logs[f"{self.prefix}input_bound_pct"] = 100 * stats.wait_seconds / seconds if seconds > 0 else 0.0
         logs[f"{self.prefix}loader_batches_per_s"] = stats.batches / seconds if seconds > 0 else 0.0
-        logs[f"{self.prefix}loader_threads"] = float(loader.num_threads)
+        logs[f"{self.prefix}loader_threads"] = float(self.loader.num_threads)
