@@ -43,6 +43,7 @@ from .epoch_plan import EpochPlan, shuffled_order
 from .error_budget import ErrorBudget, ErrorRecord, error_context
 from .errors import LoaderClosed, LoaderTimeout
 from .fifo_queue import FIFOQueue, QueueClosed
+from .keras_source import as_yield_function
 from .sharding import Remainder, check_shard, shard_length, shard_positions
 from .telemetry import LoaderStats, QueueWatch
 from .worker_pool import CallSlot, WorkerPool
@@ -208,6 +209,7 @@ class DataLoader:
         max_threads: int | None = None,
         telemetry: bool = True,
     ) -> None:
+        yield_fn = as_yield_function(yield_fn)  # a Keras PyDataset becomes a KerasSource
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
         self._seed_given = seed is not None
         self._samples: SampleBatches | None = None
