@@ -30,7 +30,12 @@ class LoaderStats(keras.callbacks.Callback):
       near 0 the model is the bottleneck, near 100 the input is;
     * ``loader_batches_per_s``: batches the loader delivered per second of the epoch;
     * ``loader_threads``: its thread count at the epoch's end (it changes with
-      ``num_threads="auto"``).
+      ``num_threads="auto"``);
+    * ``first_step_wait_ms``: how long the consumer waited for the loader during
+      the epoch's first training step: the stall at the epoch's boundary, near 0
+      when the loader made the epoch's first batches ahead (epochs overlap). It
+      describes training data; a callback on validation data leaves it out
+      (any ``prefix`` given).
 
     Put it before Keras's own callbacks (any place in ``callbacks=[...]`` is
     before them) so that the progress bar and ``History`` see the keys.
@@ -52,9 +57,16 @@ class LoaderStats(keras.callbacks.Callback):
         self.last: LoaderSnapshot | None = None  # the last epoch's figures
         self.loader: DataLoader = source if isinstance(source, DataLoader) else loader_of(source)
         self._begin: tuple[LoaderSnapshot | None, float] = (None, 0.0)
+        self._first_step_wait: float | None = None  # seconds, once the epoch's first step ended
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         self._begin = (self.loader.stats(), time.perf_counter())
+        self._first_step_wait = None
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        before = self._begin[0]
+        if self._first_step_wait is None and before is not None and not self.prefix:
+            self._first_step_wait = self.loader.stats().since(before).wait_seconds
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
         before, began = self._begin
@@ -68,3 +80,5 @@ class LoaderStats(keras.callbacks.Callback):
         logs[f"{self.prefix}input_bound_pct"] = 100 * stats.wait_seconds / seconds if seconds > 0 else 0.0
         logs[f"{self.prefix}loader_batches_per_s"] = stats.batches / seconds if seconds > 0 else 0.0
         logs[f"{self.prefix}loader_threads"] = float(self.loader.num_threads)
+        if self._first_step_wait is not None:
+            logs["first_step_wait_ms"] = 1000 * self._first_step_wait
