@@ -83,6 +83,16 @@ def test_threads_end_when_the_dataset_is_no_longer_referenced():
     assert loader.closed and not loader_threads("dropped")
 
 
+def test_a_dataset_iterated_without_a_name_lives_as_long_as_its_iterator():
+    got = 0
+    for _ in as_tf_dataset(Batches(n=20), num_threads=2, max_len=2, name="anon"):
+        got += 1
+        gc.collect()  # TensorFlow's iterator keeps the dataset, and so its loader, alive
+    assert got == 20
+    gc.collect()
+    assert not loader_threads("anon")
+
+
 def test_close_ends_the_threads_and_a_later_iteration_says_the_loader_is_closed():
     dataset = as_tf_dataset(Batches(), num_threads=2, name="closed")
     assert len(list(dataset)) == 5
