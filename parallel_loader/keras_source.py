@@ -84,20 +84,6 @@ class KerasSource:
         return f"KerasSource({self.dataset!r})"
 
 
-class _HookedKerasSource(KerasSource):
-    """A ``KerasSource`` over a dataset with hooks of its own: calls them between epochs."""
-
-    def on_epoch_begin(self, epoch: int) -> None:
-        hook = getattr(self.dataset, "on_epoch_begin", None)
-        if hook is not None:
-            hook()
-
-    def on_epoch_end(self, epoch: int) -> None:
-        hook = getattr(self.dataset, "on_epoch_end", None)
-        if hook is not None:
-            hook()
-
-
 def keras_dataset_base(obj: Any) -> type | None:
     """The Keras base class (``PyDataset`` or ``Sequence``) of ``obj``'s class, or ``None``.
 
@@ -136,3 +122,17 @@ def as_yield_function(source: Any) -> Any:
             processes,
         )
     return wrapped
+
+
+class _HookedKerasSource(KerasSource):
+    """A ``KerasSource`` over a dataset with hooks of its own: calls them between epochs."""
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        hook = getattr(self.dataset, "on_epoch_begin", None)
+        if hook is not None:
+            hook()
+
+    def on_epoch_end(self, epoch: int) -> None:
+        hook = getattr(self.dataset, "on_epoch_end", None)
+        if hook is not None:
+            hook()

@@ -148,6 +148,21 @@ def test_an_iterator_dropped_part_way_ends_its_epoch_and_the_next_iteration_is_a
         assert loader_of(dataset).epoch == 1
 
 
+def test_an_iterator_dropped_in_a_reference_cycle_does_not_block_the_next_iteration():
+    with as_tf_dataset(Batches(n=8), num_threads=2, max_len=2, ordered=True, name="cycle") as dataset:
+        iterator = iter(dataset)
+        next(iterator)
+        cycle = [iterator]
+        cycle.append(cycle)  # only the garbage collector can release it, and with it the epoch
+        del iterator, cycle
+        gc.disable()  # so that only the dataset's own collection can release it
+        try:
+            assert [int(y[0]) for _, y in dataset] == list(range(8))
+        finally:
+            gc.enable()
+        assert loader_of(dataset).epoch == 1
+
+
 def test_a_given_data_loader_is_iterated_but_not_closed():
     with DataLoader(Batches(), num_threads=2, shuffle=True, seed=1, name="given") as loader:
         with as_tf_dataset(loader) as dataset:
