@@ -62,6 +62,12 @@ class LoaderFeed:
     def epoch(self) -> Iterator[Any]:
         """Yield one epoch of the loader (the generator ``from_generator`` calls per iteration).
 
+        The last batch is held back until the loader's epoch is complete (and the
+        yield function's ``on_epoch_end`` called), so that a consumer that stops
+        after exactly the epoch's batches (``dataset.take(n)``, a ``fit`` that
+        counts its steps) still moves the epoch on; from then on, another
+        iteration may start.
+
         Raises:
             RuntimeError: another iteration of the dataset is in progress.
             LoaderClosed: the dataset, or its loader, was closed.
@@ -77,10 +83,18 @@ class LoaderFeed:
                     "Finish or drop the other iterator first, or make a second dataset for a second consumer"
                 )
         try:
-            yield from _completing(self.loader)
+            batches = iter(self.loader)
+            try:
+                held = next(batches)
+            except StopIteration:
+                return
+            for batch in batches:
+                yield held
+                held = batch
         finally:
             with self._lock:
                 self._iterating = False
+        yield held
 
     def _claim(self) -> bool:
         with self._lock:
@@ -142,22 +156,3 @@ def _close_owned(feed: LoaderFeed, timeout: float | None) -> None:
     """Close the loader if the dataset made it. Must not refer to the dataset (it is the finaliser)."""
     if feed.owned:
         feed.loader.close(timeout)
-
-
-def _completing(loader: DataLoader) -> Iterator[Any]:
-    """Yield one epoch of ``loader``, finishing the epoch before the last batch goes out.
-
-    Holding one batch back means the loader's epoch is complete (and the yield
-    function's ``on_epoch_end`` called) by the time the consumer has the last
-    batch, even if it never asks for more: ``dataset.take(n)``, or a ``fit``
-    that counts its steps.
-    """
-    batches = iter(loader)
-    try:
-        held = next(batches)
-    except StopIteration:
-        return
-    for batch in batches:
-        yield held
-        held = batch
-    yield held

@@ -86,11 +86,15 @@ def test_fit_through_as_tf_dataset_trains_on_keras_batches_with_on_epoch_end_onc
     assert history.history["loss"][-1] < history.history["loss"][0]
 
 
-def test_train_runs_a_keras_dataset_with_the_batches_keras_gives():
-    data, seen = Points(40, 8), []
+def test_train_trains_on_a_keras_dataset_with_the_batches_keras_gives():
+    data, seen = Points(64, 8), []
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(2)])
+    model.compile(keras.optimizers.Adam(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
     def step(batch):
         seen[-1].append(batch)
+        return model.train_on_batch(*batch, return_dict=True)
 
     trainer = Train(
         step,
@@ -106,7 +110,8 @@ def test_train_runs_a_keras_dataset_with_the_batches_keras_gives():
     history = trainer.run(3, progress=False)
     assert [stats.val.batches for stats in history] == [2, 2, 2]
     assert data.epochs_ended == 3
-    assert_same_epochs(seen[:3], keras_epochs(Points(40, 8), 3))
+    assert_same_epochs(seen[:3], keras_epochs(Points(64, 8), 3))
+    assert history[-1].train.metrics["loss"] < history[0].train.metrics["loss"]
 
 
 def test_a_keras_dataset_without_hooks_lets_epochs_overlap():
