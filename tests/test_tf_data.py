@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -91,6 +93,26 @@ def test_a_dataset_iterated_without_a_name_lives_as_long_as_its_iterator():
     assert got == 20
     gc.collect()
     assert not loader_threads("anon")
+
+
+AT_EXIT = """
+import atexit, threading
+# Registered first, so it runs last: after the dataset's finaliser, which runs at exit.
+atexit.register(lambda: print("at exit:", [t.name for t in threading.enumerate() if t.name.startswith("kept-")]))
+import numpy as np
+from parallel_loader import as_tf_dataset
+class Batches:
+    def __len__(self): return 4
+    def __call__(self, index): return np.full(2, index, np.float32)
+dataset = as_tf_dataset(Batches(), num_threads=2, name="kept")
+print(len(list(dataset)), "batches;", len([t for t in threading.enumerate() if t.name.startswith("kept-")]), "threads")
+"""
+
+
+def test_threads_of_a_dataset_still_referenced_end_at_interpreter_exit():
+    done = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-2:] == ["4 batches; 2 threads", "at exit: []"]
 
 
 def test_close_ends_the_threads_and_a_later_iteration_says_the_loader_is_closed():
