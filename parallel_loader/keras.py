@@ -46,6 +46,10 @@ class LoaderStats(keras.callbacks.Callback):
         prefix: put before each key, e.g. ``"val_"`` for a second callback on
             validation data.
 
+    Attributes:
+        loader: the ``DataLoader`` whose figures it reads.
+        last: the last epoch's figures (a ``telemetry.LoaderStats``), ``None`` before.
+
     Raises:
         TypeError: ``source`` is neither (see ``tf_data.loader_of``).
     """

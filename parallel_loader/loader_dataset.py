@@ -105,7 +105,7 @@ class LoaderFeed:
 
 
 class LoaderDataset(tf.data.Dataset):
-    """A dataset that passes ``dataset``'s elements on and owns the loader that feeds it.
+    """A dataset that passes ``dataset``'s elements on and keeps the loader that feeds them (closing one it made).
 
     ``as_tf_dataset`` returns one; it is a ``tf.data.Dataset`` in every other way
     (``model.fit``, ``.repeat()``, ``tf.distribute``). See the module docstring
