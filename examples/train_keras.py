@@ -157,7 +157,7 @@ def fit(args: argparse.Namespace, keras: Any, model: Any) -> Any:
             epochs=args.epochs,
             validation_data=val,
             shuffle=False,  # the loader shuffles
-            verbose=0,
+            verbose=1 if args.progress else 0,  # Keras's own bar with --progress
             callbacks=[stats, stopping, EpochLine()],
         )
         loader = stats.loader
