@@ -20,6 +20,7 @@ import numpy as np
 from ._checks import check_bool, check_callable, check_int, check_timeout
 from .autotune import ThreadTuner
 from .batching import SampleBatches
+from .keras_source import KerasSource, as_yield_function
 from .sharding import Remainder, check_shard
 from .yield_function import epoch_length, has_epoch_hooks
 
@@ -89,6 +90,7 @@ class LoaderOptions:
             TypeError, ValueError: an argument is of the wrong type or out of range;
                 the message says which and what is allowed.
         """
+        yield_fn = as_yield_function(yield_fn)  # a Keras PyDataset becomes a KerasSource
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
         seed_given = seed is not None
         samples: SampleBatches | None = None
@@ -97,6 +99,10 @@ class LoaderOptions:
             raise ValueError(
                 "shuffle=True with num_shards > 1 needs a seed, the same on every shard: "
                 "each draws the epoch's global order from it"
+            )
+        if batch_size is not None and isinstance(yield_fn, KerasSource):
+            raise ValueError(
+                "a Keras PyDataset/Sequence gives whole batches (dataset[i] is batch i): leave batch_size out"
             )
         if batch_size is not None:
             # The adapter shuffles the samples, so the batches need no other order than the one they are made in.

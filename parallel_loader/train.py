@@ -24,6 +24,7 @@ import numpy as np
 from ._checks import check_bool, check_int, check_threads
 from .data_loader import STOP_TIMEOUT, DataLoader
 from .device_prefetch import DevicePrefetcher
+from .keras_source import as_yield_function
 from .pass_stats import EpochStats, PassStats
 from .progress import PassProgress, progress_mode
 from .sharding import Remainder
@@ -154,6 +155,7 @@ class Train:
         self.test_task = test_task
         self.on_epoch_end = on_epoch_end
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
+        train_yield, val_yield, test_yield = map(as_yield_function, (train_yield, val_yield, test_yield))
         # A sample dataset (batch_size) is indexed; the loader checks it.
         indexed = batch_size is not None or epoch_length(train_yield) is not None
         batching = dict(batch_size=batch_size, collate=collate)

@@ -51,11 +51,19 @@ def test_queue_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_epoch_boundary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--load", "0.004", "--step", "0.001", "--epoch-batches", "4", "--val-batches", "2", "--epochs", "3"]
     report = epoch_boundary.main([*argv, "--rounds", "1", "--out", str(tmp_path)])
-    assert set(report["runs"]) == {"loader-False", "loader-True", "train-False", "train-True"}
-    for runs in report["runs"].values():
-        assert all(_finite(x) for run in runs for x in run.values())
+    assert set(report["runs"]) == {f"{mode}-{on}" for mode in ("loader", "train", "fit") for on in (False, True)}
+    for setting, runs in report["runs"].items():
+        if setting.startswith("fit"):  # the loader's wait may be 0 and a first step faster than the median
+            assert all(isinstance(x, float) and math.isfinite(x) for run in runs for x in run.values())
+            assert all(run["boundary_wait_ms"] >= 0 and run["epochs_per_s"] > 0 for run in runs)
+        else:
+            assert all(_finite(x) for run in runs for x in run.values())
+    assert all("first_step_extra_ms" in run for on in (False, True) for run in report["runs"][f"fit-{on}"])
+    assert len(report["fit_bare_first_step_extra_ms"]) == 1
     out = capsys.readouterr().out
-    assert "wait at epoch start, ms" in out and "loader: boundary wait" in out and "train: boundary wait" in out
+    assert "wait at epoch start, ms" in out
+    assert all(f"{mode}: boundary wait" in out for mode in ("loader", "train", "fit"))
+    assert "fit, wall time: an epoch's first step took" in out
     assert (tmp_path / "epoch_boundary.json").exists()
 
 
