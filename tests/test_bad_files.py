@@ -21,17 +21,21 @@ EPOCHS = 5
 CLIP_LEN = 8
 
 
-@pytest.fixture(scope="module")
-def forty(tmp_path_factory) -> tuple[Path, list[str]]:
-    """40 short videos in two classes; two truncated so that they open but no clip of CLIP_LEN frames decodes."""
-    root = tmp_path_factory.mktemp("forty")
+def write_forty(root: Path) -> list[str]:
+    """40 short videos in two classes under ``root``; two truncated so that they open but no clip of CLIP_LEN
+    frames decodes (6 of their 30 frames do; the header still claims 30). Returns those two."""
     bad = []
     for v in range(40):
         path = write_video(root / "ab"[v % 2] / f"v{v:02d}.avi", 30, video_id=v % 19, fourcc="MJPG")
         if v in (7, 26):
-            truncate(path, 0.5)  # 6 of its 30 frames decode; the header still claims 30
-            bad.append(str(path))
-    return root, bad
+            bad.append(str(truncate(path, 0.5)))
+    return bad
+
+
+@pytest.fixture(scope="module")
+def forty(tmp_path_factory) -> tuple[Path, list[str]]:
+    root = tmp_path_factory.mktemp("forty")
+    return root, write_forty(root)
 
 
 def manifest_records(path: Path) -> list[dict]:
