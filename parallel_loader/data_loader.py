@@ -222,7 +222,7 @@ class DataLoader:
 
         self._budget = ErrorBudget(o.max_errors, o.error_log)
         # A yield function that replaces bad samples itself (VideoFolder, SampleBatches) reports them here.
-        self._sink = ErrorSink(self._budget, skip=self.on_error == "skip", epoch=lambda: self._epoch)
+        self._sink = ErrorSink(self._budget, self.on_error == "skip", lambda: self._epoch, self._yield_fn)
         replacing = getattr(self._yield_fn, "set_error_sink", None)
         if replacing is not None:
             replacing(self._sink)

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .error_budget import ErrorBudget, ErrorRecord
+from .error_budget import ErrorBudget, ErrorRecord, error_context
 
 __all__ = ["ErrorSink"]
 
@@ -40,14 +40,16 @@ class ErrorSink:
         budget: the loader's error budget.
         skip: whether the loader skips failures (``on_error="skip"``).
         epoch: returns the loader's current epoch, for the records.
+        yield_fn: asked for a report's context when it comes without one (``error_context``).
 
     Attributes:
         skip: see above.
         reported: how many records the reports made (bad items, each once), for ``state_dict``'s error count.
     """
 
-    def __init__(self, budget: ErrorBudget, skip: bool, epoch: Callable[[], int]) -> None:
+    def __init__(self, budget: ErrorBudget, skip: bool, epoch: Callable[[], int], yield_fn: Any = None) -> None:
         self.skip = skip
+        self._yield_fn = yield_fn
         self.reported = 0
         self._budget = budget
         self._epoch = epoch
@@ -55,6 +57,7 @@ class ErrorSink:
 
     def __call__(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> ErrorRecord:
         """Report one draw of a bad item replaced (see the module docstring); return the item's record."""
+        context = context or error_context(self._yield_fn, index, exc)
         key = None if context is None else context.get("key", context.get("path"))
         if key is None:  # nothing names the item: a record of its own
             record = self._budget.record(self._epoch(), index, exc, context)
