@@ -235,3 +235,28 @@ def test_a_loader_that_raises_still_raises_from_a_video_dataset(forty):
     with DataLoader(data, num_threads=1) as loader, pytest.raises(VideoDecodeError):
         list(loader)
     assert not loader.errors
+
+
+def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypatch):
+    import parallel_loader.video.dataset as dataset_module
+
+    for v in range(4):
+        write_video(tmp_path / "a" / f"v{v}.avi", 12, video_id=v)
+    slow = str(tmp_path / "a" / "v2.avi")
+    real_read, failed = dataset_module.read_clip, []
+
+    def read_once_timing_out(path, *args, **kwargs):
+        if path == slow and not failed:
+            failed.append(path)
+            raise TimeoutError(f"{path}: read timed out")
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(dataset_module, "read_clip", read_once_timing_out)
+    data = VideoFolder(tmp_path, batch_size=2, clip_len=4, size=(16, 20), dtype="uint8", train=False)
+    with DataLoader(data, num_threads=1, on_error="skip", ordered=True) as loader:
+        first = [video_id(c) for clips, _ in loader for c in clips]
+        second = [video_id(c) for clips, _ in loader for c in clips]
+    assert failed == [slow] and 2 not in first and len(first) == 4
+    assert second == [0, 1, 2, 3] and not data.skipped  # not in quarantine: tried again, and delivered
+    (record,) = loader.errors
+    assert record.type == "TimeoutError" and record.replaced == 1

@@ -162,15 +162,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="write the broken files here as JSON lines (path, reason)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    # The index's warnings (a file's seeks are not exact) name the files this command lists itself.
-    logging.getLogger("parallel_loader.video.index").setLevel(logging.ERROR)
     if args.threads < 1 or args.min_frames < 1:
         parser.error("--threads and --min-frames must be at least 1")
     try:
         paths = find_videos(args.source, args.root)
     except (OSError, ValueError) as exc:
         parser.error(str(exc))
-    broken = check_videos(paths, args.threads, args.min_frames, progress=not args.no_progress)
+    # The index's warnings (a file's seeks are not exact) name files this command lists itself.
+    index_log = logging.getLogger("parallel_loader.video.index")
+    level = index_log.level
+    index_log.setLevel(logging.ERROR)
+    try:
+        broken = check_videos(paths, args.threads, args.min_frames, progress=not args.no_progress)
+    finally:
+        index_log.setLevel(level)
     for path, reason in broken.items():
         print(f"{path}: {reason}")
     if args.out is not None:

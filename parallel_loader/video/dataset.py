@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 # DataLoader's shuffle tag (0x5348554646, "SHUFF").
 _ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
 _CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
+# Samples tried for one clip before its batch is given up: failures that may pass are not quarantined,
+# so with every file failing for now (storage gone) nothing else would end the attempts.
+_MAX_ATTEMPTS = 64
 
 
 @dataclass(frozen=True)
@@ -470,6 +473,7 @@ class VideoDataset(YieldFunction):
         its next draw.
         """
         bad: str | None = None  # the file whose sample this clip replaces
+        failure: BaseException | None = None  # the last attempt's
         cache = default_index_cache()  # one cache for the whole call: the frame counts and the reads
         index = position // self.batch_size
         for attempt in itertools.count():
@@ -477,6 +481,10 @@ class VideoDataset(YieldFunction):
             if attempt > 0:
                 if all(self._known_bad(v) for v in self._videos):
                     raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
+                if attempt >= _MAX_ATTEMPTS:
+                    raise VideoDecodeError(
+                        bad, f"no clip decoded in {attempt} attempts of other videos to replace it; the last failed"
+                    ) from failure
                 sample = int(rng.integers(len(self._videos)))
             video = self._videos[sample]
             known = self._known_bad(video)
@@ -494,9 +502,10 @@ class VideoDataset(YieldFunction):
                     if bad is not None:
                         self._replacements.append((epoch, position, bad))
                     return video.label
-                except (VideoDecodeError, OSError, TimeoutError) as exc:  # the file may go away after construction
+                except (VideoDecodeError, OSError) as exc:  # the file may go away after construction
                     if not self._skipping():
                         raise
+                    failure = exc
                     reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)
                     reason += _listed(video.origin)
                     if lasting(exc):
