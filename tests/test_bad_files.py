@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from parallel_loader import DataLoader
+from parallel_loader import DataLoader, Train
 from parallel_loader.errors import ErrorBudgetExceeded
 from parallel_loader.quarantine import InProcessMemory, Quarantine, lasting
 from parallel_loader.video import VideoDataset, VideoDecodeError, VideoFolder
@@ -260,3 +260,16 @@ def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypat
     assert second == [0, 1, 2, 3] and not data.skipped  # not in quarantine: tried again, and delivered
     (record,) = loader.errors
     assert record.type == "TimeoutError" and record.replaced == 1
+
+
+def test_train_passes_skip_on_so_its_batches_come_full(tmp_path):
+    sizes: list[int] = []
+    manifest = tmp_path / "bad.jsonl"
+    trainer = Train(
+        lambda batch: sizes.append(len(batch)), Samples(20, lasting=[3]), batch_size=4, num_threads=2, seed=0,
+        on_error="skip", error_log=manifest,
+    )  # fmt: skip
+    trainer.run(3)
+    assert sizes == [4] * 15
+    (record,) = manifest_records(manifest)
+    assert record["context"]["key"] == "sample 3" and record["replaced"] >= 3
