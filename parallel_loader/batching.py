@@ -19,7 +19,9 @@ from ``(seed, epoch, batch, place in the batch, attempt)``, so the batch still
 comes full and stays reproducible. A sample that failed for a lasting reason
 (see ``quarantine.lasting``) is not fetched again in the run: later draws of it
 are replaced at once. Each bad sample is one record in the loader's ``errors``,
-with the count of its draws replaced.
+with the count of its draws replaced. A replacement is drawn from all the
+samples, so it may also be in another batch of the epoch: "every sample once"
+then holds for the samples that do not fail.
 """
 
 from __future__ import annotations
