@@ -52,7 +52,8 @@ from .autotune import Sample, ThreadTuner
 from .delivery import Delivery
 from .dispatch import Dispatcher
 from .epoch_plan import EpochPlan
-from .error_budget import ErrorBudget, ErrorRecord, error_context
+from .error_budget import ErrorBudget, ErrorRecord
+from .error_sink import ErrorSink
 from .errors import LoaderClosed
 from .fifo_queue import FIFOQueue
 from .loader_options import LoaderOptions
@@ -121,9 +122,15 @@ class DataLoader:
         on_error: ``"raise"`` (default): a call that raises stops the loader, and the
             exception is raised in the consumer. ``"skip"``: a call that raises an
             ``Exception`` (``MemoryError`` aside) is left out of its epoch and recorded
-            in ``errors``; the epoch's other batches still come exactly once.
-        max_errors: the error budget: ``None`` (no limit), a count, or a fraction in
-            (0, 1) of the calls made so far. One failure past it raises
+            in ``errors``; the epoch's other batches still come exactly once. A yield
+            function that can replace a bad sample (``batch_size``'s batching,
+            ``VideoDataset``, any with ``set_error_sink``, see ``error_sink``) then
+            replaces it instead, so the batch still comes full, and puts the item
+            in quarantine when the failure is lasting: one record per bad item.
+        max_errors: the error budget: ``None`` (no limit), a count (of failed calls
+            and bad items, each once), or a fraction in (0, 1) of the calls made so
+            far (of the samples, counting each replaced sample, when the yield
+            function replaces samples). One failure past it raises
             ``ErrorBudgetExceeded`` in the consumer.
         error_log: a file to which each failure is appended at once as a JSON line.
         call_timeout: seconds a call of the yield function may run. A longer call
@@ -214,9 +221,14 @@ class DataLoader:
         self.telemetry = o.telemetry
 
         self._budget = ErrorBudget(o.max_errors, o.error_log)
-        sink = getattr(self._yield_fn, "set_error_sink", None)
-        if sink is not None:  # a yield function that skips bad data itself reports it here (VideoFolder)
-            sink(self._report_skip)
+        # A yield function that replaces bad samples itself (VideoFolder, SampleBatches) reports them here.
+        self._sink = ErrorSink(self._budget, self.on_error == "skip", lambda: self._epoch, self._yield_fn)
+        replacing = getattr(self._yield_fn, "set_error_sink", None)
+        if replacing is not None:
+            replacing(self._sink)
+            batch_size = getattr(self._yield_fn, "batch_size", None)
+            if isinstance(batch_size, int) and batch_size > 0:
+                self._budget.samples_per_call = batch_size
         self._results = FIFOQueue(self.max_len)
         # One lock guards the state of the loader, the dispatcher and the pool; it is taken as
         # ``with self._lock`` and waited on through ``_interrupt_safe.wait`` (see worker_pool's docstring).
@@ -249,7 +261,6 @@ class DataLoader:
             shard_remainder=self.shard_remainder, batches_per_epoch=self.batches_per_epoch,
         )  # fmt: skip
         self._loaded: LoadedState | None = None  # from load_state_dict, until the first epoch's plan takes it
-        self._reported = 0  # failures the yield function reported through the error sink
 
     # Public API, for the consuming thread.
 
@@ -382,7 +393,7 @@ class DataLoader:
             seed=self.seed,
             shuffle=self._shuffled,
             shard=[self.shard_index, self.num_shards],
-            errors=self._delivery.done_errors + self._reported,
+            errors=self._delivery.done_errors + self._sink.reported,
             calls=self._delivery.done_calls,
         )
 
@@ -548,9 +559,3 @@ class DataLoader:
         target = tuner.observe(self._tuner_sample(), self.num_threads)
         if target is not None:
             self.resize(target)
-
-    def _report_skip(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> None:
-        """The error sink given to a yield function that skips bad data itself. Any thread."""
-        self._budget.record(self._epoch, index, exc, context or error_context(self._yield_fn, index, exc))
-        with self._lock:
-            self._reported += 1

@@ -9,7 +9,7 @@ one is) and yields the batches of ``plan``'s epoch:
   each batch delivered moves the dispatcher's window on by one;
 * a failed call is counted as done; one made ahead for this epoch is settled now
   (recorded against the budget, or raised); the budget is checked whenever a
-  new failure was recorded;
+  new failure was recorded or a sample replaced;
 * every position delivered or skipped is marked done in the plan, for ``state_dict``.
 
 It also holds the counts ``state_dict`` saves (calls done, and the failures among
@@ -103,7 +103,8 @@ class Delivery:
         pending: dict[int, tuple[int, Any]] = {}  # ordered mode: results that came ahead of their turn
         next_slot = 0
         budget = self._budget
-        errors_seen = len(budget.records)
+        # Threads start before this runs and may have failed already: check at the first result.
+        errors_seen = -1
         results = self._results
         dispatcher = self._dispatcher
         shutdown = self._shutdown
@@ -133,8 +134,8 @@ class Delivery:
                 continue
             received += 1
             self.calls += 1
-            if len(budget.records) != errors_seen:
-                errors_seen = len(budget.records)
+            if budget.failures != errors_seen:  # a new failure, or a sample replaced
+                errors_seen = budget.failures
                 self._check_budget()
             if self._ordered:
                 pending[slot] = (position, batch)
@@ -186,7 +187,8 @@ class Delivery:
 
     def _check_budget(self) -> None:
         try:
-            self._budget.check(self.errors_before + len(self._budget.records), self.calls)
+            budget = self._budget
+            budget.check(self.errors_before + budget.count, self.calls, self.errors_before + budget.lost)
         except BaseException:
             self._shutdown.stop()
             raise

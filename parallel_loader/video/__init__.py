@@ -14,6 +14,8 @@ One concept per module:
   TSN-style segments, crops, multi-view evaluation).
 * ``dataset``: ``VideoDataset``, a ``YieldFunction`` over a sample list.
 * ``folder``: ``VideoFolder``, the ``VideoDataset`` of a tree ``root/<class>/<video>``.
+* ``check``: ``python -m parallel_loader.video.check``, the pre-flight check that lists
+  broken files (not imported here: it runs them through a ``DataLoader``).
 
 Every public name is re-exported here, so ``from parallel_loader.video import
 VideoFolder, read_clip`` works whichever module defines it. Nothing here starts
@@ -26,6 +28,8 @@ from .annotations import (
     AnnotationError,
     SampleList,
     VideoSample,
+    excluded_paths,
+    excluding,
     folder_samples,
     hmdb51_samples,
     kinetics_samples,
@@ -53,6 +57,8 @@ __all__ = [
     "VideoInfo",
     "VideoSample",
     "default_index_cache",
+    "excluded_paths",
+    "excluding",
     "folder_samples",
     "frame_count",
     "hmdb51_samples",

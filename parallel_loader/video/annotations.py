@@ -11,6 +11,9 @@ give them). The readers here build one from the layouts public data sets ship:
 * ``kinetics_samples``: a CSV ``label,youtube_id,time_start,time_end,split``;
 * ``sample_list``: an explicit list of ``(path, label)`` or ``(path, label, start, end)``.
 
+Each reader takes ``exclude``: files to leave out, such as the broken ones the
+check command lists (``python -m parallel_loader.video.check``), see ``excluding``.
+
 Readers check what they read: a malformed line or an unknown class is an
 ``AnnotationError`` that names the file and the line. They do not open the
 videos; each sample remembers where it was listed (``origin``) so that the data
@@ -20,10 +23,12 @@ set that opens them (``VideoDataset``) can say where a missing or bad file came 
 from __future__ import annotations
 
 import csv
+import json
+import logging
 import math
 import os
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -33,15 +38,23 @@ import numpy as np
 __all__ = [
     "VIDEO_EXTENSIONS",
     "AnnotationError",
+    "Exclude",
     "KINETICS_PATTERN",
     "SampleList",
     "VideoSample",
+    "excluded_paths",
+    "excluding",
     "folder_samples",
     "hmdb51_samples",
     "kinetics_samples",
     "sample_list",
     "ucf101_samples",
 ]
+
+log = logging.getLogger(__name__)
+
+# Files to leave out: the check command's JSON-lines output (or a text file of paths), or the paths themselves.
+Exclude = str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
 
 VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
 
@@ -107,6 +120,8 @@ def sample_list(
     rows: Sequence[Sequence[object]],
     classes: Sequence[str] | None = None,
     root: str | os.PathLike[str] | None = None,
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """Make a sample list from ``(path, label)`` or ``(path, label, start_seconds, end_seconds)`` rows.
 
@@ -119,6 +134,7 @@ def sample_list(
         rows: the samples.
         classes: class names in label order; pass the training set's for a validation set.
         root: a folder that relative paths are relative to.
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         AnnotationError: a row is malformed, names a class not in ``classes``, or
@@ -154,7 +170,7 @@ def sample_list(
         if lookup[label] is None:
             raise AnnotationError(origin, f"unknown class {label!r}: the classes are {_some(names)}")
         samples.append(VideoSample(path, lookup[label], start, end, origin))
-    return SampleList(tuple(names), tuple(samples))
+    return excluding(SampleList(tuple(names), tuple(samples)), exclude)
 
 
 def root_path(root: object) -> Path:
@@ -178,6 +194,8 @@ def folder_samples(
     root: str | os.PathLike[str],
     classes: Sequence[str] | None = None,
     extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The videos of a tree ``root/<class>/<video>``, labelled by class folder.
 
@@ -188,6 +206,7 @@ def folder_samples(
         root: the folder whose subfolders are the classes.
         classes: class folder names in label order; default: every subfolder, sorted.
         extensions: the file name endings that count as videos (any case).
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: ``root`` or a named class folder does not exist.
@@ -225,7 +244,7 @@ def folder_samples(
                 f"every class folder needs at least one{_one_level_down(root, name, extensions)}"
             )
         samples.extend(VideoSample(str(p), label) for p in files)
-    return SampleList(tuple(classes), tuple(samples))
+    return excluding(SampleList(tuple(classes), tuple(samples)), exclude)
 
 
 def ucf101_samples(
@@ -233,6 +252,8 @@ def ucf101_samples(
     split_dir: str | os.PathLike[str],
     split: int = 1,
     subset: Literal["train", "test"] = "train",
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The videos of one UCF101 split, from the files of ``UCF101TrainTestSplits``.
 
@@ -247,6 +268,7 @@ def ucf101_samples(
         split_dir: the folder holding ``classInd.txt`` and the lists.
         split: which of the splits (UCF101 ships 1, 2 and 3).
         subset: ``"train"`` reads ``trainlist0N.txt``, ``"test"`` ``testlist0N.txt``.
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: ``classInd.txt`` or the list is missing.
@@ -286,7 +308,7 @@ def ucf101_samples(
                 origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
             )
         samples.append(VideoSample(str(Path(root, relative)), label, origin=origin))
-    return SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt"))
+    return excluding(SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
 
 
 def hmdb51_samples(
@@ -295,6 +317,8 @@ def hmdb51_samples(
     split: int = 1,
     subset: Literal["train", "test"] = "train",
     classes: Sequence[str] | None = None,
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The videos of one HMDB51 split, from the ``<class>_test_split<N>.txt`` files.
 
@@ -308,6 +332,7 @@ def hmdb51_samples(
         split: which of the splits (HMDB51 ships 1, 2 and 3).
         subset: ``"train"`` keeps the videos marked 1, ``"test"`` those marked 2.
         classes: class names in label order; each split file's class must be one.
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: ``split_dir`` has no split file for ``split``.
@@ -333,7 +358,7 @@ def hmdb51_samples(
                 raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
             if fields[1] == marks[subset]:
                 samples.append(VideoSample(str(Path(root, name, fields[0])), label, origin=origin))
-    return SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}"))
+    return excluding(SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
 
 
 def kinetics_samples(
@@ -343,6 +368,8 @@ def kinetics_samples(
     pattern: str = KINETICS_PATTERN,
     classes: Sequence[str] | None = None,
     trimmed: bool | None = None,
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
 
@@ -361,6 +388,7 @@ def kinetics_samples(
         classes: class names in label order (pass the training set's for a
             validation set); default: the labels of the rows kept, sorted.
         trimmed: the files hold only their segments (``True``) or whole videos (``False``).
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: there is no ``csv_file``.
@@ -404,7 +432,67 @@ def kinetics_samples(
         times = (None, None) if trimmed else (start, end)
         samples.append(VideoSample(path, label_of[label], *times, origin=origin))
     what = csv_file if split is None else f"{csv_file} (split {split!r})"
-    return SampleList(names, _nonempty(samples, what))
+    return excluding(SampleList(names, _nonempty(samples, what)), exclude)
+
+
+def excluded_paths(exclude: Exclude) -> frozenset[str]:
+    """The files ``exclude`` names, as absolute normalised paths.
+
+    ``exclude`` is ``None`` (none), a file, or the paths themselves. The file is
+    what ``python -m parallel_loader.video.check --out`` writes: one JSON object
+    a line with a ``"path"``; a line that is not JSON is taken as a path itself,
+    so a plain list of paths works too. Relative paths in the file are relative
+    to the working directory, as the check command writes them.
+
+    Raises:
+        FileNotFoundError: ``exclude`` names a file that does not exist.
+        AnnotationError: a JSON line has no ``"path"``.
+    """
+    if exclude is None:
+        return frozenset()
+    if isinstance(exclude, str | os.PathLike):
+        paths = []
+        for origin, line in _raw_lines(Path(exclude)):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                paths.append(line)
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise AnnotationError(origin, f'expected a JSON object with a "path", or a path, got {line!r}')
+            paths.append(entry["path"])
+    else:
+        paths = [os.fspath(p) for p in exclude]
+    return frozenset(_normal(p) for p in paths)
+
+
+def excluding(samples: SampleList, exclude: Exclude) -> SampleList:
+    """``samples`` without those whose file ``exclude`` names (see ``excluded_paths``); the classes stay.
+
+    Raises:
+        ValueError: every sample is excluded.
+    """
+    left_out = excluded_paths(exclude)
+    if not left_out:
+        return samples
+    kept = tuple(s for s in samples.samples if _normal(s.path) not in left_out)
+    if not kept:
+        raise ValueError(f"every one of the {len(samples)} samples is in the excluded files: none left")
+    if len(kept) < len(samples):
+        log.info("left out %d of %d samples whose files are excluded", len(samples) - len(kept), len(samples))
+    return SampleList(samples.classes, kept)
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[str, str]]:
+    """``(origin, line)`` for each non-blank line of a text file, stripped."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield f"{path}, line {number}", line.strip()
 
 
 def _lines(path: Path) -> Iterator[tuple[str, list[str]]]:

@@ -24,8 +24,9 @@ from typing import Any, Literal
 import numpy as np
 
 from .._checks import check_bool, check_int
+from ..quarantine import Quarantine, lasting
 from ..yield_function import YieldFunction
-from .annotations import SampleList, VideoSample, sample_list
+from .annotations import Exclude, SampleList, VideoSample, excluding, sample_list
 from .decode import _check_clip_args, frame_count, probe, read_clip
 from .errors import VideoDecodeError
 from .index import IndexCache, default_index_cache
@@ -41,6 +42,9 @@ log = logging.getLogger(__name__)
 # DataLoader's shuffle tag (0x5348554646, "SHUFF").
 _ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
 _CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
+# Samples tried for one clip before its batch is given up: failures that may pass are not quarantined,
+# so with every file failing for now (storage gone) nothing else would end the attempts.
+_MAX_ATTEMPTS = 64
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,9 @@ class VideoDataset(YieldFunction):
     which finds such files at construction. ``self.samples`` gives the frames
     the headers claim.
 
-    Bad samples: with ``on_error="raise"``, construction raises for missing files
+    Bad samples: files a pre-flight check found broken (``python -m
+    parallel_loader.video.check``, see ``check``) can be left out with
+    ``exclude``. With ``on_error="raise"``, construction raises for missing files
     (``FileNotFoundError`` listing them all and where they were listed) and for the
     first file that does not open or sample too short for a clip
     (``VideoDecodeError``); a file that fails later raises from the loader. With
@@ -153,7 +159,18 @@ class VideoDataset(YieldFunction):
     that decode until its first failure; which those are depends on the order the
     batches are made in. ``exact_counts=True`` finds such files at construction.)
     Loader threads add to ``skipped`` during an epoch, so read it between epochs
-    or after the run.
+    or after the run. ``skipped`` is the dataset's ``quarantine`` (see
+    ``parallel_loader.quarantine``): a file in it is not opened again in the
+    run, and its memory, given ``quarantine=Quarantine(memory)``, can keep bad
+    files across runs while their size and modification time are unchanged
+    (the default memory lasts as long as the process). A failure that may pass
+    (a ``TimeoutError``, an ``OSError`` other than a missing file) replaces the
+    clip but not the file: it is tried again at its next draw.
+
+    In a ``DataLoader`` with ``on_error="skip"``, bad samples are replaced as
+    with ``on_error="skip"`` here, whatever this setting (the loader says so
+    through its error sink), and each bad file is one record in the loader's
+    ``errors`` and ``error_log``, with the count of its draws replaced.
 
     Args:
         samples: a ``SampleList``, or rows as ``sample_list`` takes them.
@@ -176,6 +193,10 @@ class VideoDataset(YieldFunction):
         sampling: ``"clip"`` or ``"segments"``, see above.
         num_clips: clips per sample in evaluation; given, the batch has a views axis.
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
+        exclude: files to leave out: paths, or the JSON-lines file the check
+            command writes (see ``annotations.excluding``).
+        quarantine: where bad samples are kept (``skipped``); one with a
+            persistent memory keeps bad files across runs. Default: a new one.
 
     Raises:
         ValueError: an argument is out of range, or no sample is usable.
@@ -203,6 +224,8 @@ class VideoDataset(YieldFunction):
         sampling: Sampling = "clip",
         num_clips: int | None = None,
         num_crops: int | None = None,
+        exclude: Exclude = None,
+        quarantine: Quarantine | None = None,
     ) -> None:
         batch_size = check_int("batch_size", batch_size, minimum=1)
         clip_len = check_int("clip_len", clip_len, minimum=1)
@@ -237,9 +260,11 @@ class VideoDataset(YieldFunction):
             check_bool("seek", seek),
         )
         if not isinstance(samples, SampleList):
-            samples = sample_list(samples, classes)
+            samples = sample_list(samples, classes, exclude=exclude)
         elif classes is not None:
             raise ValueError("a SampleList has its classes: pass classes to the reader that made it")
+        else:
+            samples = excluding(samples, exclude)
         self.batch_size = batch_size
         self.clip_len = clip_len
         self.stride = stride
@@ -259,8 +284,10 @@ class VideoDataset(YieldFunction):
         self.classes = list(samples.classes)
         # Written by loader threads, so only by list.append and dict item assignment,
         # which are atomic in CPython (see the Python FAQ on thread-safe mutations).
-        self.skipped: dict[str, str] = {}
-        self._error_sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None = None
+        self.quarantine = Quarantine() if quarantine is None else quarantine
+        self.skipped: dict[str, str] = self.quarantine.reasons  # the bad samples: key -> reason
+        self._failures: dict[str, BaseException] = {}  # why each file in quarantine failed, for its later reports
+        self._error_sink: Any = None
         self._replacements: list[tuple[int, int, str]] = []
         self._videos = self._open_all(samples.samples)
         self.samples: list[tuple[str, int, int]] = [(v.path, v.label, v.stop - v.first) for v in self._videos]
@@ -311,13 +338,16 @@ class VideoDataset(YieldFunction):
         return {"epoch": epoch, "paths": [self._videos[sample].path for _, sample in self._chosen(index, order)]}
 
     def set_error_sink(self, sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None) -> None:
-        """Report each file skipped while making batches to ``sink(index, exc, context)``.
+        """Report each draw of a bad file replaced while making batches to ``sink(index, exc, context)``.
 
-        A ``DataLoader`` calls this with its own sink, so that with
-        ``on_error="skip"`` a file that fails during an epoch is one record in the
-        loader's ``errors`` and ``error_log`` (context: the path and the reason)
-        and counts against its ``max_errors``, as a failed call does. Files left
-        out at construction are in ``skipped`` and were logged then.
+        A ``DataLoader`` calls this with its own sink (see
+        ``parallel_loader.error_sink``), whose ``skip`` says whether the loader
+        skips failures: bad samples are then replaced whatever ``on_error``
+        says here. A file that fails during the run is one record in the
+        loader's ``errors`` and ``error_log`` (context: the path and the
+        reason), with the count of its draws replaced, and counts against its
+        ``max_errors``. Files left out at construction are in ``skipped`` and
+        were logged then.
         """
         self._error_sink = sink
 
@@ -411,7 +441,7 @@ class VideoDataset(YieldFunction):
     def _reject(self, path: str, reason: str, cause: BaseException | None = None, key: str | None = None) -> None:
         """Raise for a bad sample found at construction, or skip it (``key`` in ``skipped``, default its path)."""
         if self.on_error == "skip":
-            self._skip(key or path, reason)
+            self._skip(key or path, reason, cause, path)
         elif isinstance(cause, FileNotFoundError):
             raise FileNotFoundError(2, reason, path) from cause
         else:
@@ -435,20 +465,33 @@ class VideoDataset(YieldFunction):
 
         Attempt ``k`` uses its own generator, and every attempt after the first
         draws its sample from all of them; a sample known to be bad (its file,
-        or the segment itself) fails its attempt without a decode. So the outcome
-        depends only on which files and samples are bad, not on what other calls
-        found first.
+        or the segment itself, in quarantine) fails its attempt without a
+        decode. So the outcome depends only on which files and samples are bad,
+        not on what other calls found first. Every attempt that fails is one
+        draw replaced, reported to the error sink; a failure that may pass (see
+        ``quarantine.lasting``) is replaced too, but the file is tried again at
+        its next draw.
         """
         bad: str | None = None  # the file whose sample this clip replaces
+        failure: BaseException | None = None  # the last attempt's
         cache = default_index_cache()  # one cache for the whole call: the frame counts and the reads
+        index = position // self.batch_size
         for attempt in itertools.count():
             rng = np.random.default_rng([self.seed, _CLIP_KEY, epoch, position, attempt])
             if attempt > 0:
                 if all(self._known_bad(v) for v in self._videos):
                     raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
+                if attempt >= _MAX_ATTEMPTS:
+                    raise VideoDecodeError(
+                        bad, f"no clip decoded in {attempt} attempts of other videos to replace it; the last failed"
+                    ) from failure
                 sample = int(rng.integers(len(self._videos)))
             video = self._videos[sample]
-            if not self._known_bad(video):  # only saves the decode: a known bad sample fails this attempt
+            known = self._known_bad(video)
+            if known is not None:  # only saves the decode: a known bad sample fails this attempt
+                key, reason = known
+                self._report(index, self._failures.get(key) or VideoDecodeError(video.path, reason), key, reason)
+            else:
                 key = video.path  # a failure counts for the whole file, unless only this sample's range is at fault
                 try:
                     first, stop = self._decoded_range(video, cache)
@@ -459,17 +502,37 @@ class VideoDataset(YieldFunction):
                     if bad is not None:
                         self._replacements.append((epoch, position, bad))
                     return video.label
-                except (VideoDecodeError, FileNotFoundError) as exc:  # the file may go away after construction
-                    if self.on_error == "raise":
+                except (VideoDecodeError, OSError) as exc:  # the file may go away after construction
+                    if not self._skipping():
                         raise
+                    failure = exc
                     reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)
-                    self._skip(key, reason + _listed(video.origin), exc, position // self.batch_size)
+                    reason += _listed(video.origin)
+                    if lasting(exc):
+                        self._skip(key, reason, exc, video.path)
+                    else:
+                        log.warning("replacing a clip of %s, which failed for now (tried again later): %s", key, reason)
+                    self._report(index, exc, key, reason)
             bad = bad or video.path
         raise AssertionError("unreachable: itertools.count() never ends")
 
-    def _known_bad(self, video: _Video) -> bool:
-        """Whether a sample is known to fail: its file, or (for a segment) the sample itself, is in ``skipped``."""
-        return video.path in self.skipped or video.key in self.skipped
+    def _skipping(self) -> bool:
+        """Whether a bad sample is replaced: ``on_error="skip"``, or a loader that skips (told by its error sink)."""
+        return self.on_error == "skip" or getattr(self._error_sink, "skip", False)
+
+    def _known_bad(self, video: _Video) -> tuple[str, str] | None:
+        """``(key, reason)`` when a sample is known to fail: its file, or (for a segment) the sample, in quarantine."""
+        reason = self.quarantine.reason(video.path, video.path)
+        if reason is not None:
+            return video.path, reason
+        reason = self.quarantine.reason(video.key)
+        return None if reason is None else (video.key, reason)
+
+    def _report(self, index: int, exc: BaseException, key: str, reason: str) -> None:
+        """Report one draw of ``key`` replaced to the loader's error sink, if there is one."""
+        sink = self._error_sink
+        if sink is not None:
+            sink(index, exc, {"path": key, "reason": reason})
 
     def _decoded_range(self, video: _Video, cache: IndexCache) -> tuple[int, int]:
         """The frames ``first`` to ``stop - 1`` that ``video``'s clips are drawn from.
@@ -531,13 +594,12 @@ class VideoDataset(YieldFunction):
                 else:
                     np.multiply(view, np.float32(1 / 255), out=target)
 
-    def _skip(self, key: str, reason: str, exc: BaseException | None = None, index: int | None = None) -> None:
-        if key not in self.skipped:
-            self.skipped[key] = reason
+    def _skip(self, key: str, reason: str, exc: BaseException | None = None, path: str | None = None) -> None:
+        """Put ``key`` in quarantine (``skipped``) for ``reason``, logging it once; ``path`` is its file."""
+        if self.quarantine.add(key, reason, path or key):
+            if exc is not None:
+                self._failures[key] = exc
             log.warning("skipping video %s: %s", key, reason)
-            sink = self._error_sink
-            if sink is not None and exc is not None:
-                sink(index, exc, {"path": key, "reason": reason})
 
 
 _EXACT_HINT = "; exact_counts=True finds such files at construction (it counts every file's frames by decoding it)"
