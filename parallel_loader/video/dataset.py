@@ -486,6 +486,9 @@ class VideoDataset(YieldFunction):
                         bad, f"no clip decoded in {attempt} attempts of other videos to replace it; the last failed"
                     ) from failure
                 sample = int(rng.integers(len(self._videos)))
+                if self._videos[sample].path == bad and len(self._videos) > 1:
+                    # Not the file that just failed: one failing for now would be read again at once.
+                    sample = (sample + 1 + int(rng.integers(len(self._videos) - 1))) % len(self._videos)
             video = self._videos[sample]
             known = self._known_bad(video)
             if known is not None:  # only saves the decode: a known bad sample fails this attempt
