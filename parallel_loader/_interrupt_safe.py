@@ -24,18 +24,43 @@ no ``threading.Event`` of its own: ``Event.set()`` goes through ``Condition.__en
 An interrupt inside ``Condition.notify_all`` leaves the waiters after the point
 it reached asleep: when that wake-up was a stop, they would wait for ever.
 ``notify_all`` makes the wake-ups again before raising.
+
+A KeyboardInterrupt raised in Python code that runs as an object is freed (a
+weakref callback, a ``__del__``) is not raised at all: the interpreter prints
+"Exception ignored" and the Ctrl-C is lost. ``threading`` keeps every ``Thread``
+in a ``WeakSet`` whose callback is Python code, and a loader's thread objects are
+freed in the main thread, by the garbage collector (they sit in reference cycles)
+at any allocation long after the loader closed, or where its last reference goes.
+``new_thread`` makes threads whose freeing runs no Python code.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["new_lock", "notify_all", "wait"]
+__all__ = ["new_lock", "new_thread", "notify_all", "wait"]
 
 
 def new_lock() -> threading.RLock:
     """The lock to share with the conditions passed to ``wait``."""
     return threading.RLock()
+
+
+def new_thread(target: Callable[..., object], name: str, args: tuple[Any, ...] = ()) -> threading.Thread:
+    """A daemon ``Thread`` (not started) whose object, when freed, runs no Python code a Ctrl-C could be lost in.
+
+    It is taken out of ``threading._dangling``, the ``WeakSet`` of every thread
+    made, which only resets the locks of threads that ended before a ``fork()``
+    (none of the loader's is joined after one) and lists threads for CPython's own
+    tests. Call from any thread.
+    """
+    thread = threading.Thread(target=target, name=name, args=args, daemon=True)
+    dangling = getattr(threading, "_dangling", None)
+    if dangling is not None:
+        dangling.discard(thread)
+    return thread
 
 
 def wait(cond: threading.Condition, lock: threading.RLock, timeout: float | None = None) -> bool:

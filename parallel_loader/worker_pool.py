@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ._interrupt_safe import notify_all, wait
+from ._interrupt_safe import new_thread, notify_all, wait
 from .telemetry import CallTimes
 
 __all__ = ["CallSlot", "WorkerPool"]
@@ -157,7 +157,7 @@ class WorkerPool:
         for _ in range(count):
             self._start_thread()
         if self.call_timeout is not None and self._watchdog is None:
-            self._watchdog = threading.Thread(target=self._watch, name=f"{self.name}-watchdog", daemon=True)
+            self._watchdog = new_thread(self._watch, f"{self.name}-watchdog")
             self._watchdog.start()
         log.debug("%s started %d threads", self.name, count)
 
@@ -258,7 +258,7 @@ class WorkerPool:
         # grow with every thread a tuner starts over a run of days.
         ended = next((s for s in self._slots if _ended(s.thread)), None)
         number = len(self._slots) if ended is None else ended.number
-        thread = threading.Thread(target=self._run, name=f"{self.name}-{number}", daemon=True)
+        thread = new_thread(self._run, f"{self.name}-{number}")
         slot = CallSlot(number, thread)
         if ended is not None:
             slot.times = ended.times
