@@ -9,6 +9,7 @@ waits, the wake-ups and the shutdown path included.
 from __future__ import annotations
 
 import gc
+import signal
 import sys
 import threading
 import weakref
@@ -18,7 +19,7 @@ import pytest
 
 from benchmarks import faults
 from parallel_loader import DataLoader
-from parallel_loader._interrupt_safe import new_lock, notify_all, wait
+from parallel_loader._interrupt_safe import new_lock, new_thread, notify_all, wait
 
 from .helpers import Faulty, join_all
 
@@ -139,6 +140,18 @@ def test_freeing_a_closed_loader_runs_no_python_code_a_ctrl_c_could_be_lost_in()
         gc.callbacks[:] = callbacks
     assert not any(ref() for ref in threads), "the loader's threads must have been freed"
     assert not ran, "Python code ran as the loader was freed; a Ctrl-C there would have been lost"
+
+
+@pytest.mark.parametrize("at", range(1, 20))
+def test_a_thread_made_as_ctrl_c_comes_is_not_left_in_threadings_weak_set(at: int) -> None:
+    """Ctrl-C at each line of ``new_thread`` leaves no thread whose freeing runs Python code (see above)."""
+    name, handler = f"made-{at}", signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt) as interrupted, Interrupt(at):  # its traceback keeps the thread alive
+        new_thread(lambda: None, name)
+        raise KeyboardInterrupt  # fewer lines than ``at``
+    assert not [t for t in threading._dangling if t.name == name]
+    del interrupted
+    assert signal.getsignal(signal.SIGINT) is handler, "Ctrl-C held back for ever"
 
 
 def test_ctrl_c_at_every_line_of_a_short_run_leaves_no_thread_and_raises_keyboard_interrupt() -> None:
