@@ -65,6 +65,7 @@ class Trigger:
         self.at = cfg.at if cfg.fault in ("close", "sigint", "train_sigint") else None
         self.delay = cfg.delay
         self.timer: threading.Timer | None = None
+        self.fired = False
         self.sent = False  # whether the SIGINT was sent
         if cfg.fault == "close":
             assert loader is not None
@@ -76,15 +77,25 @@ class Trigger:
                 interrupts.arm()
 
     def fire(self, batch: int) -> None:
-        if batch == self.at and self.timer is None:
+        if batch == self.at and not self.fired:
+            self.fired = True
             self.timer = threading.Timer(self.delay, self.action, self.args, self.kwargs)
             self.timer.name = "faults-trigger"
             self.timer.start()
 
     def cancel(self) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer.join(LEAK_GRACE)
+        """Stop the timer if it has not fired, wait for its action, and let go of it. Call while disarmed.
+
+        The timer is freed here then, not by the garbage collector in a later run
+        (this trigger, its timer and the timer's bound method are a reference cycle):
+        freeing a ``Thread`` runs ``threading``'s weakref callback, Python code in
+        which a SIGINT that lands is lost (see ``parallel_loader._interrupt_safe``).
+        Here, disarmed, one is counted by the ignoring handler.
+        """
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join(LEAK_GRACE)
 
     def _send(self, thread: int) -> None:
         signal.pthread_kill(thread, signal.SIGINT)
