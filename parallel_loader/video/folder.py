@@ -12,6 +12,7 @@ from typing import Literal
 
 from .annotations import VIDEO_EXTENSIONS, folder_samples, root_path
 from .dataset import VideoDataset
+from .index import IndexCache
 from .sampling import Sampling
 
 __all__ = ["VideoFolder"]
@@ -50,6 +51,7 @@ class VideoFolder(VideoDataset):
         sampling: ``"clip"`` or ``"segments"``, see ``VideoDataset``.
         num_clips: clips per video in evaluation; given, the batch has a views axis.
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
+        index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -78,6 +80,7 @@ class VideoFolder(VideoDataset):
         sampling: Sampling = "clip",
         num_clips: int | None = None,
         num_crops: int | None = None,
+        index_cache: IndexCache | None = None,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -96,6 +99,7 @@ class VideoFolder(VideoDataset):
             sampling=sampling,
             num_clips=num_clips,
             num_crops=num_crops,
+            index_cache=index_cache,
         )
 
     def _describe(self) -> str:
