@@ -1,4 +1,4 @@
-"""Indexes kept by default and shared: the store on disk (several writers, torn and stale records) and the memory bound."""
+"""Indexes kept by default and shared: the store on disk (several writers, torn and stale records), the memory bound."""
 
 from __future__ import annotations
 
@@ -154,8 +154,9 @@ def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_
     outputs = [w.communicate(timeout=120)[0] for w in workers]
     assert [w.returncode for w in workers] == [0, 0]
     assert [o.strip() for o in outputs] == ["1600", "1600"]
-    assert len(IndexStore(store).read_new()) >= 200  # some files may have been indexed by both
-    assert IndexStore(store).compact() == 2  # the writers are gone: both segments merge into one
+    assert len(IndexStore(store).read_new()) >= 200  # files both indexed at once are there twice
+    IndexStore(store).compact()  # the writers are gone: their segments (one if a process found all made) merge
+    assert IndexStore(store).segment_count() == 1
     records = IndexStore(store).read_new()
     assert sorted(r.name for r in records) == sorted(str(n) for n in names)  # one per file
     for record in records:
