@@ -229,3 +229,42 @@ def test_read_clip_keeps_what_it_learns_in_the_default_store(tmp_path, video_ind
     counted.clear()
     np.testing.assert_array_equal(read_clip(path, 3, 4, 2, index_cache=IndexCache()), clip)
     assert counted == []
+
+
+def test_many_segments_are_merged_when_read(tmp_path, monkeypatch):
+    from parallel_loader.video import store as store_module
+
+    monkeypatch.setattr(store_module, "COMPACT_AT", 3)
+    path = write_video(tmp_path / "v.avi", 10)
+    for _ in range(5):
+        writer = IndexCache(tmp_path / "store")
+        writer.rescan(path)
+        writer.close()
+    assert IndexStore(tmp_path / "store").segment_count() == 5
+    assert IndexCache(tmp_path / "store").get(path).frames == 10  # its first read merges them
+    assert IndexStore(tmp_path / "store").segment_count() == 1
+
+
+def test_the_command_line_indexes_a_tree_reports_what_does_not_seek_and_resumes(tmp_path, capsys, counted):
+    from parallel_loader.video.index.__main__ import main
+
+    root = tmp_path / "videos"
+    good = [write_video(root / "a" / f"v{k}.avi", 10 + k) for k in range(3)]
+    (root / "b" / "broken.mp4").parent.mkdir()
+    (root / "b" / "broken.mp4").write_bytes(b"not a video")
+    (root / "b" / "notes.txt").write_text("not a video extension: left out")
+    store = tmp_path / "store"
+    assert main([str(root), "--threads", "2", "--cache", str(store), "--quiet"]) == 1  # one file failed
+    out = capsys.readouterr().out
+    assert "4 videos" in out and "0 found, 3 made, 0 not seekable, 1 failed" in out
+    assert f"{root / 'b' / 'broken.mp4'}: cannot be opened as a video" in out
+    counted.clear()
+    raw = write_encoded_video(tmp_path / "raw.h264", 12, codec="libx264", container="h264", gop=4)
+    listing = tmp_path / "train.txt"
+    listing.write_text(f"videos/a/v0.avi 1\n# a comment\n{good[2]} 3\nraw.h264 2\n")
+    assert main([str(listing), "--cache", str(store), "--quiet"]) == 0  # resumed: two found, one made
+    out = capsys.readouterr().out
+    assert "2 found, 1 made, 1 not seekable, 0 failed" in out and counted == [str(raw)]
+    assert f"{raw}: 12 of 12 frames have no timestamp" in out
+    counted.clear()
+    assert IndexCache(store).get(good[1]).frames == 11 and counted == []

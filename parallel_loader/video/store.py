@@ -171,6 +171,8 @@ class IndexStore:
                 self._read[name] = start + used
             for gone in set(self._read) - set(names):
                 del self._read[gone]
+        if len(names) > COMPACT_AT:
+            self.compact()
         return found
 
     def compact(self) -> int:
