@@ -460,3 +460,27 @@ def test_a_keyframe_flag_the_decoder_does_not_agree_with_is_caught_on_read(video
         np.testing.assert_array_equal(read_clip(path, 7, 3, index_cache=cache), ground_truth(path)[7:10])
     assert not cache.get(path).seekable
     assert "does not decode as one" in cache.get(path).reason
+
+
+@pytest.mark.parametrize("name", ["xvid", "h264_long_gop", "h264_open_gop"])
+def test_a_first_read_opens_the_file_once_and_reads_its_clip_where_its_packets_were_read(videos, monkeypatch, name):
+    from parallel_loader.video import frames as frames_module
+
+    path = videos[name]
+    truth = ground_truth(path)
+    opened: list[str] = []
+    original = frames_module.open_container
+
+    def counting(p):
+        opened.append(os.fspath(p))
+        return original(p)
+
+    monkeypatch.setattr(frames_module, "open_container", counting)
+    cache = IndexCache(None)
+    for start in (0, 37):  # frame 0 too: the container, read to its end, is sought back to it
+        opened.clear()
+        clip = read_clip(path, start, 5, 2, index_cache=cache)
+        np.testing.assert_array_equal(clip, truth[start : start + 9 : 2])
+        assert len(opened) == 1
+        cache.clear()
+    assert cache.get(path).made_by == "packets"

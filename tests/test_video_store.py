@@ -268,3 +268,21 @@ def test_the_command_line_indexes_a_tree_reports_what_does_not_seek_and_resumes(
     assert f"{raw}: 12 of 12 frames have no timestamp" in out
     counted.clear()
     assert IndexCache(store).get(good[1]).frames == 11 and counted == []
+
+
+def test_video_datasets_take_an_index_cache(tmp_path, counted):
+    from parallel_loader.video import VideoDataset, VideoFolder
+
+    root = tmp_path / "set"
+    for k in range(2):
+        write_video(root / "a" / f"v{k}.avi", 12, video_id=k)
+    mine = IndexCache(tmp_path / "mine")
+    folder = VideoFolder(root, batch_size=2, clip_len=2, size=(16, 16), index_cache=mine, exact_counts=True)
+    folder(0)
+    assert len(mine) == 2 and len(counted) == 2
+    samples = [(str(root / "a" / f"v{k}.avi"), "a") for k in range(2)]
+    again = IndexCache(tmp_path / "mine")
+    VideoDataset(samples, batch_size=2, clip_len=2, size=(16, 16), index_cache=again)(0)
+    assert len(again) == 2 and len(counted) == 2  # found in the store
+    with pytest.raises(TypeError, match="index_cache"):
+        VideoDataset(samples, batch_size=2, clip_len=2, index_cache=str(tmp_path))

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 import cv2
 import numpy as np
+from av.container import InputContainer
 from av.video.frame import VideoFrame
 from av.video.reformatter import VideoReformatter
+from av.video.stream import VideoStream
 
 from .._checks import check_int
 from .errors import VideoDecodeError, require_file
@@ -160,10 +162,12 @@ def read_clip(
     clip = _Clip(start, clip_len, stride, size)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
-        index = cache.get(path, on_frame=clip.offer)
+        index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened)
         if not clip.offered and index.seekable and clip.last < index.frames:
             try:
-                problem = _read_seeking(path, index, clip)
+                if isinstance(clip.early, VideoDecodeError):
+                    raise clip.early
+                problem = clip.early if clip.early is not None else _read_seeking(path, index, clip)
             except VideoDecodeError:
                 if index.made_by != PACKETS:
                     raise
@@ -196,6 +200,9 @@ class _Clip:
         self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
         self.kept = 0
         self.offered = False  # whether a scan offered it frames (see ``offer``)
+        # The outcome of the seeking read made in the container the index was made from
+        # (see ``read_opened``): what went wrong ("" for nothing), an error, or None for no such read.
+        self.early: str | VideoDecodeError | None = None
         self._reformatter = VideoReformatter()
 
     @property
@@ -211,6 +218,14 @@ class _Clip:
         if self.wants(i):
             self.keep(i, frame)
 
+    def read_opened(self, container: InputContainer, stream: VideoStream, index: VideoIndex) -> None:
+        """Read the clip in the container whose packets just made ``index`` (saves opening the file again)."""
+        if index.seekable and self.last < index.frames:
+            try:
+                self.early = _fill_seeking(container, stream, index, self, seek_first=True)
+            except VideoDecodeError as exc:
+                self.early = exc
+
     def keep(self, i: int, frame: VideoFrame) -> None:
         """Convert frame ``i`` (one the clip wants, each once) into its place."""
         height, width = self.size or (frame.height, frame.width)
@@ -225,16 +240,23 @@ class _Clip:
 
 def _read_seeking(path: str | os.PathLike[str], index: VideoIndex, clip: _Clip) -> str:
     """Fill ``clip`` from the keyframe before its start; return "" or what went wrong (then ``clip`` is partial)."""
-    key = index.keyframe_before(clip.start)
     with open_video(path) as (container, stream):
-        try:
-            for i, frame in frames_from(container, stream, index, key, keep=clip.wants):
-                if clip.wants(i):
-                    clip.keep(i, frame)
-                    if clip.full:
-                        return ""
-        except SeekMismatch as exc:
-            return str(exc)
+        return _fill_seeking(container, stream, index, clip)
+
+
+def _fill_seeking(
+    container: InputContainer, stream: VideoStream, index: VideoIndex, clip: _Clip, seek_first: bool = False
+) -> str:
+    """``_read_seeking`` in an open container; ``seek_first``: seek even to frame 0 (the container has been read)."""
+    key = index.keyframe_before(clip.start)
+    try:
+        for i, frame in frames_from(container, stream, index, key, keep=clip.wants, seek_first=seek_first):
+            if clip.wants(i):
+                clip.keep(i, frame)
+                if clip.full:
+                    return ""
+    except SeekMismatch as exc:
+        return str(exc)
     return f"after a seek to frame {key} the file ends before frame {clip.last}"
 
 

@@ -54,12 +54,15 @@ def frames_from(
     index: VideoIndex,
     key: int,
     keep: Callable[[int], bool] | None = None,
+    seek_first: bool = False,
 ) -> Iterator[tuple[int, av.VideoFrame]]:
     """Seek to keyframe ``key`` and yield ``(i, frame i)`` for frame ``key`` and the frames decoded after it.
 
     Frames decoded from before the keyframe (where a seek may land) are passed
     over. With ``keep``, the frames no other frame refers to (B-frames and the
     like) are not decoded unless ``keep(i)`` says so; without it, every frame is.
+    A container just opened is not sought for ``key`` 0; ``seek_first`` seeks
+    anyway (for a container already read from).
 
     Raises:
         SeekMismatch: the first frame at or after the keyframe's timestamp is not
@@ -76,7 +79,7 @@ def frames_from(
     previous = -1  # the last frame yielded
     skipping = False  # whether the decoder now skips frames nothing refers to
     try:
-        if key > 0:
+        if key > 0 or seek_first:
             container.seek(index.pts(key), stream=stream, backward=True)
         for packet in container.demux(stream):
             if keep is not None:

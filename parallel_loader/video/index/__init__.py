@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import av
+from av.container import InputContainer
+from av.video.stream import VideoStream
 
 from ..facts import VideoIndex, decode, encode
 from ..frames import open_video
@@ -125,7 +127,10 @@ class IndexCache:
         self._refreshed = -float("inf")  # time.monotonic() of the last read of the store
 
     def get(
-        self, path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], None] | None = None
+        self,
+        path: str | os.PathLike[str],
+        on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+        on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
     ) -> VideoIndex:
         """The index of the video at ``path``: from memory, from disk, or made now.
 
@@ -134,6 +139,10 @@ class IndexCache:
             on_frame: when the index must be made by decoding every frame, called
                 with each frame's number and frame as it is decoded (a reader takes
                 its clip from that pass); never called otherwise.
+            on_index: when the index is made from the file's packets, called with
+                the container they came from (read to its end, still open), its
+                video stream and the index, so that a reader reads its clip without
+                opening the file again; never called otherwise. It must not raise.
 
         Raises:
             FileNotFoundError: there is no file at ``path``.
@@ -142,7 +151,7 @@ class IndexCache:
         key = local_key(path)
         index = self.lookup(key)
         if index is None:
-            index = _make(path, key, on_frame)
+            index = _make(path, key, on_frame, on_index)
             self.put(key, index)
         return index
 
@@ -267,13 +276,18 @@ def _charge(name: str, entry: bytes) -> int:
 
 
 def _make(
-    path: str | os.PathLike[str], key: SourceKey, on_frame: Callable[[int, av.VideoFrame], None] | None
+    path: str | os.PathLike[str],
+    key: SourceKey,
+    on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+    on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
 ) -> VideoIndex:
-    """A new index: from the packets where they tell, else by decoding (which feeds ``on_frame``)."""
+    """A new index: from the packets where they tell (then ``on_index``), else by decoding (feeding ``on_frame``)."""
     with open_video(path) as (container, stream):
         found = from_packets(container, stream, key.size)
-    if isinstance(found, VideoIndex):
-        return found
+        if isinstance(found, VideoIndex):
+            if on_index is not None:
+                on_index(container, stream, found)
+            return found
     log.debug("video %s is indexed by decoding: %s", key.name, found)
     return scan(path, on_frame)
 
