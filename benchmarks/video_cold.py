@@ -216,6 +216,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--stride", type=int, default=2)
     parser.add_argument("--size", type=int, nargs=2, default=[128, 128], metavar=("H", "W"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-seconds", type=float, default=None, help="make the videos at most this long (trials)")
     parser.add_argument("--no-exact", dest="exact", action="store_false", help="skip checking first-touch clips")
     parser.add_argument("--data", type=str, default=str(REPO / "data" / "video_decode"), help="where the sets are")
     parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
@@ -230,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     for name in args.sets:
         spec = SETS[name]
         count = args.ucf_videos if name == "ucf" else args.kinetics_videos
-        paths = [str(p) for p in make_set(Path(args.data) / name, spec, count, args.seed)]
+        paths = [str(p) for p in make_set(Path(args.data) / name, spec, count, args.seed, args.max_seconds)]
         sets[name] = run_set(args, name, paths, spec.description)
     if args.dir:
         from parallel_loader.video.index.__main__ import video_files

@@ -46,6 +46,7 @@ FORMATS = {
     "variable_rate": ("vfr.mp4", dict(codec="libx264", gop=16, b_frames=2, timestamps=VARIABLE)),
     "no_timestamps": ("raw.h264", dict(codec="libx264", container="h264", gop=16, b_frames=2)),
     "h264_open_gop": ("open_gop.mp4", dict(codec="libx264", gop=16, b_frames=3, open_gop=True)),
+    "h264_matroska": ("h264.mkv", dict(codec="libx264", gop=16, b_frames=2)),
     "xvid_packed_b_frames": ("packed.avi", dict(codec="mpeg4", codec_tag="XVID", gop=12, b_frames=1)),  # packed below
 }
 
@@ -100,6 +101,7 @@ def test_resized_clips_equal_the_resized_frames_decoded_from_the_start(videos, n
         ("timestamp_gaps", list(range(0, N, 12)), False),
         ("variable_rate", [0, 16, 32, 48], False),
         ("h264_open_gop", [0, 16, 32, 48], True),
+        ("h264_matroska", [0, 16, 32, 48], True),
     ],
 )
 def test_the_index_knows_frames_and_keyframes(videos, name, keyframes, regular):
@@ -394,7 +396,9 @@ def test_a_read_error_while_checking_seeks_is_raised_and_nothing_is_stored(video
 # The packet index: made without decoding where the packets tell, checked on every read.
 
 
-@pytest.mark.parametrize("name", ["xvid", "xvid_b_frames", "h264_long_gop", "mjpeg", "timestamp_gaps", "h264_open_gop"])
+@pytest.mark.parametrize(
+    "name", ["xvid", "xvid_b_frames", "h264_long_gop", "mjpeg", "timestamp_gaps", "h264_open_gop", "h264_matroska"]
+)
 def test_an_index_from_packets_says_what_decoding_every_frame_says(videos, name):
     path = videos[name]
     from_packets = IndexCache(None).get(path)

@@ -58,11 +58,11 @@ def _mpeg4_problem(data: bytes) -> str:
 _CODEC_CHECKS: dict[str, Callable[[bytes], str]] = {"mpeg4": _mpeg4_problem}
 
 # Container family (the first name FFmpeg gives its demuxer) -> the codecs whose packets are
-# indexed there. Others are indexed by decoding until a test covers them.
+# indexed there: those the tests cover. Others are indexed by decoding until a test covers them.
 _FAMILIES: dict[str, frozenset[str]] = {
-    "mov": frozenset({"h264", "mpeg4", "mjpeg"}),
-    "matroska": frozenset({"h264", "mpeg4", "mjpeg", "ffv1"}),
-    "avi": frozenset({"h264", "mpeg4", "mjpeg", "ffv1"}),
+    "mov": frozenset({"h264"}),  # MP4, MOV
+    "matroska": frozenset({"h264"}),  # MKV, WebM
+    "avi": frozenset({"mpeg4", "mjpeg", "ffv1"}),
 }
 
 
