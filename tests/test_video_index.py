@@ -455,15 +455,23 @@ def test_a_first_read_that_needs_a_full_decode_takes_its_clip_from_it(videos, mo
 
 
 def test_a_keyframe_flag_the_decoder_does_not_agree_with_is_caught_on_read(videos, caplog):
-    """An index (as from a container that marks a P-frame as a seek point) whose keyframe 5 is no keyframe."""
+    """An index (as from a container that marks a P-frame as a seek point) whose keyframe 5 is no keyframe.
+
+    Made from packets, the file is then indexed by decoding; made by decoding, it is marked as not seekable.
+    """
     path = videos["xvid"]
-    cache = IndexCache(None)
-    good = cache.get(path)
-    cache.put(local_key(path), replace(good, keyframes=tuple(sorted({*good.keyframes, 5}))))
-    with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
-        np.testing.assert_array_equal(read_clip(path, 7, 3, index_cache=cache), ground_truth(path)[7:10])
-    assert not cache.get(path).seekable
-    assert "does not decode as one" in cache.get(path).reason
+    truth = ground_truth(path)
+    for made_by in ("packets", "decoding"):
+        cache = IndexCache(None)
+        good = cache.get(path)
+        cache.put(local_key(path), replace(good, keyframes=tuple(sorted({*good.keyframes, 5})), made_by=made_by))
+        with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
+            np.testing.assert_array_equal(read_clip(path, 7, 3, index_cache=cache), truth[7:10])
+        index = cache.get(path)
+        if made_by == "packets":
+            assert index.made_by == "decoding" and index.seekable and 5 not in index.keyframes
+        else:
+            assert not index.seekable and "does not decode as one" in index.reason
 
 
 @pytest.mark.parametrize("name", ["xvid", "h264_long_gop", "h264_open_gop"])

@@ -26,6 +26,7 @@ returned short or padded.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -43,6 +44,8 @@ from .frames import SeekMismatch, decode, frames_from, open_video, packets
 from .index import IndexCache, default_index_cache
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,12 +131,14 @@ def read_clip(
     warning) and ``seek=False`` decode every frame from the first instead:
     slower, never different. A seek that goes wrong during a read is caught (the
     decoded frames' timestamps do not follow the index, or the keyframe does not
-    decode as one), the file is marked as not seekable, and the clip is decoded
-    from the first frame. A read or decode error after a seek is no such evidence
-    when the file decoded whole when it was indexed: it raises
+    decode as one) and the clip is decoded from the first frame: a file indexed
+    from its packets is indexed again by decoding every frame (the clip taken
+    from that pass), which settles what it holds; a file indexed by decoding is
+    marked as not seekable. A read or decode error after a seek is no such
+    evidence when the file decoded whole when it was indexed: it raises
     ``VideoDecodeError`` and leaves the index as it was, so that a one-off
-    failure (network storage) does not slow the file's later reads; an index
-    made from packets is made again by decoding, which settles what the file holds.
+    failure (network storage) does not slow the file's later reads; a file
+    indexed from its packets is indexed again by decoding.
 
     Each kept frame is scaled (area averaging) and converted to RGB in one pass.
 
@@ -171,14 +176,17 @@ def read_clip(
             except VideoDecodeError:
                 if index.made_by != PACKETS:
                     raise
-                # Packets said nothing of whether they decode: decoding the file settles it.
-                clip = _Clip(start, clip_len, stride, size)
+                problem = "a packet does not decode after a seek"
+            if not problem:
+                return clip.frames
+            clip = _Clip(start, clip_len, stride, size)
+            if index.made_by == PACKETS:
+                # The packets misled (or said nothing of whether they decode): decoding every
+                # frame once settles what the file holds, and gives the clip on the way.
+                log.info("video %s: %s; indexing it by decoding", path, problem)
                 index = cache.rescan(path, on_frame=clip.offer)
             else:
-                if not problem:
-                    return clip.frames
                 cache.distrust(path, problem)
-                clip = _Clip(start, clip_len, stride, size)
         if clip.offered:  # the index was made by decoding every frame, and the clip taken on the way
             if not clip.full:
                 _raise_short(path, start, clip_len, stride, index.frames, index.intact)
