@@ -46,10 +46,12 @@ import numpy as np
 
 from ._common import (
     DEFAULT_OUT,
+    _busy_seconds,
     add_noise_arguments,
     format_table,
     machine_info,
     parse_ints,
+    spread,
     wait_for_quiet,
     write_json,
 )
@@ -91,8 +93,7 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return _usage(resource.RUSAGE_SELF)
 
 
 def _clips(paths: Sequence[str], span: int, seed: int, frames: dict[str, int]) -> list[tuple[str, int]]:
@@ -147,6 +148,7 @@ def run_set(args: argparse.Namespace, name: str, paths: list[str], description: 
         *(f"second pass {n}t" for n in args.threads),
         "cpu ms/clip (first, 1t)",
         "exact (first touch)",
+        "others' CPU %",
     ]
     rows = [
         [
@@ -155,6 +157,7 @@ def run_set(args: argparse.Namespace, name: str, paths: list[str], description: 
             *(f"{r['second'][str(n)]:.1f}" for n in args.threads),
             f"{r['first_cpu_ms'][str(args.threads[0])]:.1f}",
             r["exact"],
+            spread(x["others_cpu_percent"] for n in args.threads for x in r["runs"][str(n)]).fmt(0),
         ]
         for reader, r in results.items()
     ]
@@ -189,8 +192,12 @@ def _targets(results: dict[str, Any], threads: Sequence[int]) -> list[str]:
 
 
 def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
+    """Run ``job`` in a new process; its results, with the other processes' CPU % meanwhile (100 = one core)."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as file:
         json.dump(job, file)
+    ours = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
+    used = sum(_usage(who) for who in ours)
+    busy, started = _busy_seconds(), time.perf_counter()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.video_cold", "--job", file.name],
@@ -201,9 +208,16 @@ def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
         )
     finally:
         Path(file.name).unlink()
+    wall = time.perf_counter() - started
+    others = (_busy_seconds() - busy - (sum(_usage(who) for who in ours) - used)) / wall * 100
     if done.returncode != 0:
         raise RuntimeError(f"{job['reader']} at {job['threads']} thread(s) failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]) | {"others_cpu_percent": max(0.0, others)}
+
+
+def _usage(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
