@@ -235,12 +235,19 @@ class IndexStore:
         if self._fd is not None and self._pid == os.getpid():
             return self._fd
         self._segments.mkdir(parents=True, exist_ok=True)
-        self._own = f"{_writer_tag()}.seg"
-        fd = os.open(self._segments / self._own, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        tag = _writer_tag()
+        self._own = f"{tag}.seg"
+        creating = self._segments / f"{tag}.new"  # not a segment yet: compact does not see it unlocked
+        fd = os.open(creating, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         # "A writer holds it", for compact. On a file system without locks compact cannot
         # lock this segment either, and leaves it.
         with contextlib.suppress(OSError):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            os.rename(creating, self._segments / self._own)
+        except OSError:
+            os.close(fd)
+            raise
         self._fd, self._pid = fd, os.getpid()
         return fd
 
