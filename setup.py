@@ -25,5 +25,7 @@ setup(
     extras_require={
         "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],
         "plot": ["matplotlib>=3.8"],
+        # The peer reader the video benchmarks compare with (benchmarks.video_decode, benchmarks.video_cold).
+        "bench": ["decord2>=3.4"],
     },
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare, epoch_boundary, feed_vs_queue, queue_overhead, sweep, video_decode
+from benchmarks import compare, epoch_boundary, feed_vs_queue, queue_overhead, sweep, video_cold, video_decode
 from benchmarks._workloads import REPO
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -191,6 +191,21 @@ def test_video_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "| parallel_loader |" in out and "target every clip exact: met" in out
     assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
     assert json.loads((tmp_path / "video_decode.json").read_text())["sets"]["ucf"]["videos"] == 2
+
+
+def test_video_cold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--ucf-videos", "2", "--kinetics-videos", "1", "--rounds", "1", "--max-seconds", "1.5", "--clip-len", "4"]
+    argv += ["--size", "32", "32", "--threads", "1", "--readers", "parallel_loader", "grab-from-start"]
+    report = video_cold.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["sets"]) == {"ucf", "kinetics"}
+    for result in report["sets"].values():
+        readers = result["results"]
+        assert set(readers) == {"parallel_loader", "grab-from-start"}
+        for reader in readers.values():
+            assert _finite(reader["first"]["1"]) and _finite(reader["second"]["1"])
+            assert reader["exact"] == f"{result['videos']}/{result['videos']}"
+    assert "| parallel_loader |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "video_cold.json").read_text())["sets"]["ucf"]["videos"] == 2
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

@@ -7,7 +7,8 @@ frame ``i`` of video ``v``, channel 0 (red) is ``FRAME_STEP * i`` everywhere,
 channel 1 (green) is ``VIDEO_STEP * v + VIDEO_OFFSET`` everywhere, and channel 2
 (blue) rises from left to right and from top to bottom, at different rates, so
 that a horizontal flip shows and a crop's window (top and left) can be found.
-``overstate_frame_count`` and ``truncate`` spoil written files as real ones come spoilt.
+``overstate_frame_count`` and ``truncate`` spoil written files as real ones come spoilt;
+``pack_b_frames`` rewrites an MPEG-4 AVI as DivX 5 wrote them ("packed B-frames").
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ def write_encoded_video(
     timestamps: list[int] | None = None,
     codec_tag: str | None = None,
     size: tuple[int, int] = (48, 64),
+    open_gop: bool = False,
 ) -> Path:
     """Write an indexed video with PyAV (any codec its FFmpeg encodes) and return its path.
 
@@ -65,7 +67,9 @@ def write_encoded_video(
     (default ``0, 1, 2, ...``): gaps make a file whose timestamps skip frames.
     ``gop`` is the keyframe interval; ``b_frames`` how many B-frames may follow
     each other. With ``container`` ``"h264"`` the file is a raw H.264 stream,
-    which has no timestamps at all.
+    which has no timestamps at all. ``open_gop`` (libx264): keyframes after the
+    first are open-GOP I-frames, followed in decoding order by B-frames that show
+    before them and refer to the group before ("leading frames").
     """
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,6 +86,8 @@ def write_encoded_video(
         if codec == "libx264":  # fixed keyframe interval, no scene-cut keyframes, high quality
             stream.options = {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0", "bf": str(b_frames)}
             stream.options["crf"] = "12"
+            if open_gop:
+                stream.options["x264-params"] = "open-gop=1"
         for i in range(n_frames):
             pixels = indexed_frame(i, 0, size)
             left = 3 * i % (width - 8)  # an 8x8 block, 3 pixels further right each frame
@@ -170,3 +176,51 @@ def _as_uint8(clip: np.ndarray) -> np.ndarray:
     if clip.dtype == np.uint8:
         return clip
     return (clip * 255).round().astype(np.uint8)
+
+
+_VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2's VOP start code
+
+
+def pack_b_frames(source: Path, path: Path) -> Path:
+    """Rewrite an MPEG-4 part 2 AVI with B-frames (one in a row at most) as DivX 5 packed them; return ``path``.
+
+    Each B-frame goes into the packet of the frame before it in decoding order
+    (the P- or I-frame it follows), and an N-VOP (a placeholder VOP that is not
+    coded, 6 bytes) takes its place; user data "DivX503b1393p" tells FFmpeg's
+    decoder to unpack them. Timestamps count packets, as AVI's do.
+    """
+    with av.open(str(source)) as container:
+        packets = [(bytes(p), p.is_keyframe) for p in container.demux(container.streams.video[0]) if p.size]
+    # An N-VOP: P type (01), modulo time base 0, marker, a 5-bit time increment (the
+    # encoder's resolution is 25), marker, vop_coded 0, then stuffing to a byte boundary.
+    n_vop = _VOP + bytes([0b01010000, 0b01001111])
+    chunks: list[tuple[bytes, bool]] = []
+    k = 0
+    while k < len(packets):
+        data, key = packets[k]
+        following = packets[k + 1][0] if k + 1 < len(packets) else b""
+        if following and _vop_type(following) == 2 and _vop_type(data) != 2:  # a B-frame after this one
+            chunks += [(data + following, key), (n_vop, False)]
+            k += 2
+        else:
+            chunks.append((data, key))
+            k += 1
+    assert any(len(c) == len(n_vop) for c, _ in chunks), f"{source} has no B-frame to pack"
+    first, key = chunks[0]
+    vop = first.find(_VOP)
+    chunks[0] = (first[:vop] + b"\x00\x00\x01\xb2DivX503b1393p" + first[vop:], key)
+    with av.open(str(source)) as container, av.open(str(path), "w") as output:
+        stream = output.add_stream_from_template(container.streams.video[0])
+        for n, (data, key) in enumerate(chunks):
+            packet = av.Packet(data)
+            packet.pts = packet.dts = n
+            packet.time_base = Fraction(1, 25)
+            packet.stream = stream
+            packet.is_keyframe = key
+            output.mux(packet)
+    return path
+
+
+def _vop_type(data: bytes) -> int:
+    """The coding type of a packet's first VOP: 0 I, 1 P, 2 B, 3 S."""
+    return data[data.find(_VOP) + 4] >> 6

@@ -3,8 +3,17 @@
 One concept per module:
 
 * ``decode``: ``read_clip``, ``probe`` and ``frame_count``.
-* ``index``: ``VideoIndex``, what one file's frames are (count, timestamps,
-  keyframes, whether seeks are exact), and ``IndexCache``, which learns and keeps them.
+* ``source``: where a video's bytes come from: a file's key (name, size,
+  version) and opening it.
+* ``facts``: ``VideoIndex``, what one file's frames are (count, timestamps,
+  keyframes, whether seeks are exact), and its compact binary form.
+* ``packet_index``: a file's index from its container's packets, without
+  decoding, where they tell (per container family and codec).
+* ``scan``: a file's index by decoding every frame once, where they do not.
+* ``store``: indexes on disk, append-only segments shared by processes and hosts.
+* ``index``: ``IndexCache``, which makes indexes on first use and keeps them in
+  memory and in the store; ``python -m parallel_loader.video.index`` makes a
+  data set's indexes ahead of time.
 * ``frames``: frames out of a file with PyAV (open, packets, decode, seek).
 * ``errors``: ``VideoDecodeError``, which names the file that failed.
 * ``annotations``: ``SampleList``, which videos (or segments of videos) a data
@@ -39,8 +48,9 @@ from .annotations import (
 from .dataset import VideoDataset
 from .decode import VideoInfo, frame_count, probe, read_clip
 from .errors import VideoDecodeError
+from .facts import VideoIndex
 from .folder import VideoFolder
-from .index import IndexCache, VideoIndex, default_index_cache, set_default_index_cache
+from .index import IndexCache, default_index_cache, set_default_index_cache
 from .sampling import SAMPLINGS
 
 __all__ = [

@@ -125,8 +125,8 @@ class VideoDataset(YieldFunction):
     every file instead (slow). A header can claim more frames than a whole file
     decodes (it counts timestamp gaps as frames, or is wrong), so each call also
     asks the file's index (see ``index``: made by decoding the file once, on its
-    first read, and kept by ``default_index_cache()``, on disk too if that cache
-    has a directory) how many frames decode. When the sample's range reaches
+    first read from its packets, or by decoding it where they cannot tell, and
+    kept by ``index_cache``, in memory and on disk) how many frames decode. When the sample's range reaches
     past them and the file is intact, the clip is drawn from the frames that
     decode instead, so no clip asks for a frame past them. The index is asked in
     the call itself, so a clip depends on the file alone, not on whether another
@@ -197,6 +197,8 @@ class VideoDataset(YieldFunction):
             command writes (see ``annotations.excluding``).
         quarantine: where bad samples are kept (``skipped``); one with a
             persistent memory keeps bad files across runs. Default: a new one.
+        index_cache: where the files' indexes are kept; default: ``default_index_cache()``
+            (kept on disk in the per-user cache directory, see ``IndexCache``).
 
     Raises:
         ValueError: an argument is out of range, or no sample is usable.
@@ -226,8 +228,11 @@ class VideoDataset(YieldFunction):
         num_crops: int | None = None,
         exclude: Exclude = None,
         quarantine: Quarantine | None = None,
+        index_cache: IndexCache | None = None,
     ) -> None:
         batch_size = check_int("batch_size", batch_size, minimum=1)
+        if index_cache is not None and not isinstance(index_cache, IndexCache):
+            raise TypeError(f"index_cache must be an IndexCache or None, got {type(index_cache).__name__}")
         clip_len = check_int("clip_len", clip_len, minimum=1)
         stride = check_int("stride", stride, minimum=1)
         _check_clip_args(0, clip_len, stride, size)
@@ -281,6 +286,7 @@ class VideoDataset(YieldFunction):
         self.views = num_clips * num_crops if multi_view else None  # None: no views axis
         self.exact_counts = exact_counts
         self.seek = seek
+        self.index_cache = index_cache
         self.classes = list(samples.classes)
         # Written by loader threads, so only by list.append and dict item assignment,
         # which are atomic in CPython (see the Python FAQ on thread-safe mutations).
@@ -425,7 +431,7 @@ class VideoDataset(YieldFunction):
 
     def _header(self, sample: VideoSample) -> tuple[int, float]:
         """The frame count of a sample's file (counted, with ``exact_counts``) and, for a segment, its frame rate."""
-        frames = frame_count(sample.path, exact=self.exact_counts)
+        frames = frame_count(sample.path, exact=self.exact_counts, index_cache=self.index_cache)
         if sample.start is None and sample.end is None:
             return frames, 0.0
         fps = probe(sample.path).fps
@@ -474,7 +480,8 @@ class VideoDataset(YieldFunction):
         """
         bad: str | None = None  # the file whose sample this clip replaces
         failure: BaseException | None = None  # the last attempt's
-        cache = default_index_cache()  # one cache for the whole call: the frame counts and the reads
+        # One cache for the whole call: the frame counts and the reads.
+        cache = default_index_cache() if self.index_cache is None else self.index_cache
         index = position // self.batch_size
         for attempt in itertools.count():
             rng = np.random.default_rng([self.seed, _CLIP_KEY, epoch, position, attempt])

@@ -5,10 +5,11 @@ every frame from the first, and decodes as few frames as the file allows: it
 seeks to the keyframe at or before the clip's start and decodes forward,
 skipping the frames no other frame refers to (B-frames and the like) unless
 they are in the clip, and scaling each kept frame while converting it to RGB.
-Which frame is which comes from the file's ``VideoIndex`` (see ``index``), learnt
-once by decoding the whole file, never from the container's frame count or
-frame rate. Files whose index says their seeks are not exact are decoded from
-the first frame.
+Which frame is which comes from the file's ``VideoIndex`` (see ``index``), made
+once from the container's packets where they tell (a few milliseconds), else by
+decoding the whole file once (and then the clip comes from that pass), never
+from the container's frame count or frame rate. Files whose index says their
+seeks are not exact are decoded from the first frame.
 
 Clips are decoded with PyAV (FFmpeg): OpenCV's capture can neither seek to a
 given keyframe (it backs off 16 frames and counts frames from timestamps) nor
@@ -25,20 +26,26 @@ returned short or padded.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
+from av.container import InputContainer
 from av.video.frame import VideoFrame
 from av.video.reformatter import VideoReformatter
+from av.video.stream import VideoStream
 
 from .._checks import check_int
 from .errors import VideoDecodeError, require_file
+from .facts import PACKETS, VideoIndex
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
-from .index import IndexCache, VideoIndex, default_index_cache
+from .index import IndexCache, default_index_cache
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,8 @@ def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache
     The header's count (``CAP_PROP_FRAME_COUNT``, from the container or from
     duration times frame rate) can be wrong: a truncated file keeps its full
     count, and some files claim several times the frames that decode. With
-    ``exact=True`` (the default) the count is the file's index's: every frame
-    decoded once (thousands of frames per second at 320x240), then kept in
+    ``exact=True`` (the default) the count is the file's index's: from its
+    packets where they tell, else every frame decoded once, then kept in
     ``index_cache`` so that later calls and ``read_clip`` cost nothing more. It
     is the only count ``read_clip`` is sure to honour. ``exact=False`` returns
     the header's count, which is cheap.
@@ -115,18 +122,23 @@ def read_clip(
     Frame ``i`` is the ``i``-th frame decoding from the first gives, whatever the
     container's timestamps, frame rate or header say. With ``seek=True`` (the
     default) the read starts at the keyframe at or before ``start``, found in
-    the file's index (built by ``index_cache`` the first time a file is read: one
-    decode of the whole file), and skips decoding the frames before and between
-    the kept ones that no other frame refers to. Files whose index says seeks
-    are not exact (timestamps missing or out of order, damaged packets, seeks
-    that land elsewhere; each such file is named once in a warning) and
-    ``seek=False`` decode every frame from the first instead: slower, never
-    different. A seek that goes wrong during a read is caught (the decoded
-    frames' timestamps do not follow the index), the file is marked as not
-    seekable, and the clip is decoded from the first frame. A read or decode
-    error after a seek is no such evidence (the file decoded whole when it was
-    indexed): it raises ``VideoDecodeError`` and leaves the index as it was, so
-    that a one-off failure (network storage) does not slow the file's later reads.
+    the file's index (made by ``index_cache`` the first time a file is read:
+    from its packets where they tell, else by decoding the whole file once, and
+    then the clip is taken from that pass), and skips decoding the frames before
+    and between the kept ones that no other frame refers to. Files whose index
+    says seeks are not exact (timestamps missing or out of order, damaged
+    packets, seeks that land elsewhere; each such file is named once in a
+    warning) and ``seek=False`` decode every frame from the first instead:
+    slower, never different. A seek that goes wrong during a read is caught (the
+    decoded frames' timestamps do not follow the index, or the keyframe does not
+    decode as one) and the clip is decoded from the first frame: a file indexed
+    from its packets is indexed again by decoding every frame (the clip taken
+    from that pass), which settles what it holds; a file indexed by decoding is
+    marked as not seekable. A read or decode error after a seek is no such
+    evidence when the file decoded whole when it was indexed: it raises
+    ``VideoDecodeError`` and leaves the index as it was, so that a one-off
+    failure (network storage) does not slow the file's later reads; a file
+    indexed from its packets is indexed again by decoding.
 
     Each kept frame is scaled (area averaging) and converted to RGB in one pass.
 
@@ -155,15 +167,32 @@ def read_clip(
     clip = _Clip(start, clip_len, stride, size)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
-        index = cache.get(path)
-        if clip.last >= index.frames:
-            _raise_short(path, start, clip_len, stride, index.frames, index.intact)
-        if index.seekable:
-            problem = _read_seeking(path, index, clip)
+        index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened)
+        if not clip.offered and index.seekable and clip.last < index.frames:
+            try:
+                if isinstance(clip.early, VideoDecodeError):
+                    raise clip.early
+                problem = clip.early if clip.early is not None else _read_seeking(path, index, clip)
+            except VideoDecodeError:
+                if index.made_by != PACKETS:
+                    raise
+                problem = "a packet does not decode after a seek"
             if not problem:
                 return clip.frames
-            cache.distrust(path, problem)
             clip = _Clip(start, clip_len, stride, size)
+            if index.made_by == PACKETS:
+                # The packets misled (or said nothing of whether they decode): decoding every
+                # frame once settles what the file holds, and gives the clip on the way.
+                log.info("video %s: %s; indexing it by decoding", path, problem)
+                index = cache.rescan(path, on_frame=clip.offer)
+            else:
+                cache.distrust(path, problem)
+        if clip.offered:  # the index was made by decoding every frame, and the clip taken on the way
+            if not clip.full:
+                _raise_short(path, start, clip_len, stride, index.frames, index.intact)
+            return clip.frames
+        if clip.last >= index.frames:
+            _raise_short(path, start, clip_len, stride, index.frames, index.intact)
     decoded = _read_in_order(path, clip)
     if not clip.full:
         _raise_short(path, start, clip_len, stride, decoded)
@@ -178,6 +207,10 @@ class _Clip:
         self.last = start + (clip_len - 1) * stride
         self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
         self.kept = 0
+        self.offered = False  # whether a scan offered it frames (see ``offer``)
+        # The outcome of the seeking read made in the container the index was made from
+        # (see ``read_opened``): what went wrong ("" for nothing), an error, or None for no such read.
+        self.early: str | VideoDecodeError | None = None
         self._reformatter = VideoReformatter()
 
     @property
@@ -186,6 +219,20 @@ class _Clip:
 
     def wants(self, i: int) -> bool:
         return self.start <= i <= self.last and (i - self.start) % self.stride == 0
+
+    def offer(self, i: int, frame: VideoFrame) -> None:
+        """Frame ``i`` counted from the first, from a scan that decodes every frame: kept if wanted."""
+        self.offered = True
+        if self.wants(i):
+            self.keep(i, frame)
+
+    def read_opened(self, container: InputContainer, stream: VideoStream, index: VideoIndex) -> None:
+        """Read the clip in the container whose packets just made ``index`` (saves opening the file again)."""
+        if index.seekable and self.last < index.frames:
+            try:
+                self.early = _fill_seeking(container, stream, index, self, seek_first=True)
+            except VideoDecodeError as exc:
+                self.early = exc
 
     def keep(self, i: int, frame: VideoFrame) -> None:
         """Convert frame ``i`` (one the clip wants, each once) into its place."""
@@ -201,16 +248,23 @@ class _Clip:
 
 def _read_seeking(path: str | os.PathLike[str], index: VideoIndex, clip: _Clip) -> str:
     """Fill ``clip`` from the keyframe before its start; return "" or what went wrong (then ``clip`` is partial)."""
-    key = index.keyframe_before(clip.start)
     with open_video(path) as (container, stream):
-        try:
-            for i, frame in frames_from(container, stream, index, key, keep=clip.wants):
-                if clip.wants(i):
-                    clip.keep(i, frame)
-                    if clip.full:
-                        return ""
-        except SeekMismatch as exc:
-            return str(exc)
+        return _fill_seeking(container, stream, index, clip)
+
+
+def _fill_seeking(
+    container: InputContainer, stream: VideoStream, index: VideoIndex, clip: _Clip, seek_first: bool = False
+) -> str:
+    """``_read_seeking`` in an open container; ``seek_first``: seek even to frame 0 (the container has been read)."""
+    key = index.keyframe_before(clip.start)
+    try:
+        for i, frame in frames_from(container, stream, index, key, keep=clip.wants, seek_first=seek_first):
+            if clip.wants(i):
+                clip.keep(i, frame)
+                if clip.full:
+                    return ""
+    except SeekMismatch as exc:
+        return str(exc)
     return f"after a seek to frame {key} the file ends before frame {clip.last}"
 
 

@@ -13,6 +13,7 @@ from typing import Literal
 from ..quarantine import Quarantine
 from .annotations import VIDEO_EXTENSIONS, Exclude, folder_samples, root_path
 from .dataset import VideoDataset
+from .index import IndexCache
 from .sampling import Sampling
 
 __all__ = ["VideoFolder"]
@@ -53,6 +54,7 @@ class VideoFolder(VideoDataset):
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
         exclude: files to leave out: paths, or the JSON-lines file the check command writes.
         quarantine: where bad videos are kept, see ``VideoDataset``.
+        index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -83,6 +85,7 @@ class VideoFolder(VideoDataset):
         num_crops: int | None = None,
         exclude: Exclude = None,
         quarantine: Quarantine | None = None,
+        index_cache: IndexCache | None = None,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -102,6 +105,7 @@ class VideoFolder(VideoDataset):
             num_clips=num_clips,
             num_crops=num_crops,
             quarantine=quarantine,
+            index_cache=index_cache,
         )
 
     def _describe(self) -> str:

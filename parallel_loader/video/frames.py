@@ -1,6 +1,6 @@
 """Frames out of a video file with PyAV: open it, its packets, decoding, and the frames after a seek.
 
-Shared by the index (which decodes a file once to learn it) and the readers.
+Shared by the scan (which decodes a file once to learn it) and the readers.
 Every file is decoded with one FFmpeg thread: the loader's threads give the
 parallelism, and FFmpeg's calls release the GIL.
 """
@@ -10,17 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import av
 import av.error
 from av.container import InputContainer
 from av.video.stream import VideoStream
 
-from .errors import VideoDecodeError, require_file
-
-if TYPE_CHECKING:
-    from .index import VideoIndex
+from .errors import VideoDecodeError
+from .facts import VideoIndex
+from .source import open_container
 
 __all__ = ["SeekMismatch", "decode", "frames_from", "open_video", "packets"]
 
@@ -39,13 +37,7 @@ def open_video(path: str | os.PathLike[str]) -> Iterator[tuple[InputContainer, V
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: ``path`` is not a file, cannot be opened as a video, or has no video stream.
     """
-    require_file(path)
-    try:
-        container = av.open(os.fspath(path))
-    except av.error.FFmpegError as exc:
-        raise VideoDecodeError(
-            path, f"cannot be opened as a video (not a video, corrupt, or an unsupported format: {exc})"
-        ) from None
+    container = open_container(path)
     try:
         if not container.streams.video:
             raise VideoDecodeError(path, "cannot be opened as a video (the file has no video stream)")
@@ -62,17 +54,21 @@ def frames_from(
     index: VideoIndex,
     key: int,
     keep: Callable[[int], bool] | None = None,
+    seek_first: bool = False,
 ) -> Iterator[tuple[int, av.VideoFrame]]:
     """Seek to keyframe ``key`` and yield ``(i, frame i)`` for frame ``key`` and the frames decoded after it.
 
     Frames decoded from before the keyframe (where a seek may land) are passed
     over. With ``keep``, the frames no other frame refers to (B-frames and the
     like) are not decoded unless ``keep(i)`` says so; without it, every frame is.
+    A container just opened is not sought for ``key`` 0; ``seek_first`` seeks
+    anyway (for a container already read from).
 
     Raises:
         SeekMismatch: the first frame at or after the keyframe's timestamp is not
-            frame ``key``, frames come out of order, or a frame's timestamp is
-            not in the index: evidence that the file's seeks are not exact.
+            frame ``key``, or the decoder does not decode it as a keyframe,
+            frames come out of order, or a frame's timestamp is not in the
+            index: evidence that the file's seeks are not exact.
         VideoDecodeError: the file cannot be read or decoded after the seek (it
             names the file). This is no evidence against the index: a file
             whose seeks are trusted decoded every packet when it was indexed,
@@ -83,7 +79,7 @@ def frames_from(
     previous = -1  # the last frame yielded
     skipping = False  # whether the decoder now skips frames nothing refers to
     try:
-        if key > 0:
+        if key > 0 or seek_first:
             container.seek(index.pts(key), stream=stream, backward=True)
         for packet in container.demux(stream):
             if keep is not None:
@@ -101,6 +97,10 @@ def frames_from(
                     continue
                 if i <= previous or (previous < 0 and i != key):
                     raise SeekMismatch(f"a seek to frame {key} decodes frame {i} after frame {max(previous, key)}")
+                if previous < 0 and key > 0 and not frame.key_frame:
+                    # A container may mark a packet as a seek point that the decoder does not
+                    # decode as one (it refers to earlier frames): its pixels would differ.
+                    raise SeekMismatch(f"frame {key}, marked as a keyframe, does not decode as one after a seek")
                 previous = i
                 yield i, frame
     except av.error.FFmpegError as exc:
