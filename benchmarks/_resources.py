@@ -12,7 +12,7 @@ import time
 
 import psutil
 
-__all__ = ["ResourceSampler", "others_cpu_percent", "wait_for_quiet"]
+__all__ = ["ResourceSampler", "busy_seconds", "others_cpu_percent", "wait_for_quiet"]
 
 
 class ResourceSampler:
@@ -47,7 +47,7 @@ class ResourceSampler:
             self._see(child)  # already running: count only what they use from now on
         self._t0 = time.perf_counter()
         self._cpu0 = _cpu_seconds(self._process)
-        self._busy0 = _busy_seconds()
+        self._busy0 = busy_seconds()
         self._thread.start()
         return self
 
@@ -57,7 +57,7 @@ class ResourceSampler:
         self._sample_children()
         wall = time.perf_counter() - self._t0
         own = _cpu_seconds(self._process) - self._cpu0
-        busy = _busy_seconds() - self._busy0
+        busy = busy_seconds() - self._busy0
         self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
         if wall > 0:
             self.cpu_percent = 100.0 * own / wall
@@ -91,7 +91,7 @@ def _cpu_seconds(process: psutil.Process) -> float:
     return times.user + times.system
 
 
-def _busy_seconds() -> float:
+def busy_seconds() -> float:
     """CPU seconds the whole machine has been busy (all cores, all processes)."""
     t = psutil.cpu_times()
     return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
@@ -103,9 +103,9 @@ def others_cpu_percent(seconds: float = 0.3) -> float:
     100 is one core busy. A figure well above 0 means a neighbour is competing for the cores.
     """
     process = psutil.Process()
-    mine, busy = _cpu_seconds(process), _busy_seconds()
+    mine, busy = _cpu_seconds(process), busy_seconds()
     time.sleep(seconds)
-    used = (_busy_seconds() - busy) - (_cpu_seconds(process) - mine)
+    used = (busy_seconds() - busy) - (_cpu_seconds(process) - mine)
     return max(0.0, 100.0 * used / seconds)
 
 

@@ -45,16 +45,16 @@ from typing import Any
 import numpy as np
 
 from ._common import (
-    DEFAULT_OUT,
-    _busy_seconds,
     add_noise_arguments,
+    add_out_argument,
     format_table,
     machine_info,
+    make_parser,
     parse_ints,
     spread,
-    wait_for_quiet,
-    write_json,
+    write_report,
 )
+from ._resources import busy_seconds, wait_for_quiet
 from ._workloads import REPO, limit_opencv_threads
 from .video_decode import SETS, Readers, make_set
 
@@ -197,7 +197,7 @@ def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
         json.dump(job, file)
     ours = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
     used = sum(_usage(who) for who in ours)
-    busy, started = _busy_seconds(), time.perf_counter()
+    busy, started = busy_seconds(), time.perf_counter()
     try:
         done = subprocess.run(
             [sys.executable, "-m", "benchmarks.video_cold", "--job", file.name],
@@ -209,7 +209,7 @@ def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
     finally:
         Path(file.name).unlink()
     wall = time.perf_counter() - started
-    others = (_busy_seconds() - busy - (sum(_usage(who) for who in ours) - used)) / wall * 100
+    others = (busy_seconds() - busy - (sum(_usage(who) for who in ours) - used)) / wall * 100
     if done.returncode != 0:
         raise RuntimeError(f"{job['reader']} at {job['threads']} thread(s) failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1]) | {"others_cpu_percent": max(0.0, others)}
@@ -221,7 +221,7 @@ def _usage(who: int) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--job", help=argparse.SUPPRESS)  # a run in a fresh process: its job file
     parser.add_argument(
         "--sets", nargs="*", default=list(SETS), choices=list(SETS), help="generated sets (none: --dir only)"
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     parser.add_argument("--max-seconds", type=float, default=None, help="make the videos at most this long (trials)")
     parser.add_argument("--no-exact", dest="exact", action="store_false", help="skip checking first-touch clips")
     parser.add_argument("--data", type=str, default=str(REPO / "data" / "video_decode"), help="where the sets are")
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     add_noise_arguments(parser)
     args = parser.parse_args(argv)
     if args.job:
@@ -259,8 +259,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
 
         paths = video_files(args.dir)[: args.videos]
         sets["dir"] = run_set(args, "dir", paths, f"{args.dir} ({len(paths)} videos)")
-    report = {"args": vars(args), "machine": machine_info() | _versions(), "sets": sets}
-    print(f"wrote {write_json(Path(args.out) / 'video_cold.json', report)}")
+    report = write_report(args, "video_cold", {"sets": sets}, machine=machine_info() | _versions())
     return report
 
 
