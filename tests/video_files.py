@@ -59,6 +59,7 @@ def write_encoded_video(
     codec_tag: str | None = None,
     size: tuple[int, int] = (48, 64),
     open_gop: bool = False,
+    pix_fmt: str | None = None,
 ) -> Path:
     """Write an indexed video with PyAV (any codec its FFmpeg encodes) and return its path.
 
@@ -69,14 +70,15 @@ def write_encoded_video(
     each other. With ``container`` ``"h264"`` the file is a raw H.264 stream,
     which has no timestamps at all. ``open_gop`` (libx264): keyframes after the
     first are open-GOP I-frames, followed in decoding order by B-frames that show
-    before them and refer to the group before ("leading frames").
+    before them and refer to the group before ("leading frames"). ``pix_fmt``
+    is the stream's pixel format (default 4:2:0, 8 bits; ``pal8`` writes paletted frames).
     """
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w", format=container) as output:
         stream = output.add_stream(codec, rate=25)
         stream.width, stream.height = width, height
-        stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+        stream.pix_fmt = pix_fmt or ("yuvj420p" if codec == "mjpeg" else "yuv420p")
         stream.gop_size = gop
         stream.max_b_frames = b_frames
         stream.time_base = Fraction(1, 25)
@@ -92,12 +94,24 @@ def write_encoded_video(
             pixels = indexed_frame(i, 0, size)
             left = 3 * i % (width - 8)  # an 8x8 block, 3 pixels further right each frame
             pixels[height // 4 : height // 4 + 8, left : left + 8, 1] = 255
-            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame = _palette_frame(pixels) if pix_fmt == "pal8" else av.VideoFrame.from_ndarray(pixels, format="rgb24")
             frame.pts = i if timestamps is None else timestamps[i]
             frame.time_base = Fraction(1, 25)
             output.mux(stream.encode(frame))
         output.mux(stream.encode())
     return path
+
+
+def _palette_frame(pixels: np.ndarray) -> av.VideoFrame:
+    """An RGB frame as a paletted (pal8) frame, blue cut to multiples of 8 so that the colours fit 256."""
+    pixels = pixels & np.array([255, 255, 248], np.uint8)
+    colors, inverse = np.unique(pixels.reshape(-1, 3), axis=0, return_inverse=True)
+    assert len(colors) <= 256, f"{len(colors)} colours do not fit a palette"
+    palette = np.zeros((256, 4), np.uint8)  # ARGB
+    palette[: len(colors), 0] = 255
+    palette[: len(colors), 1:] = colors
+    image = inverse.reshape(pixels.shape[:2]).astype(np.uint8)
+    return av.VideoFrame.from_ndarray((image, palette), format="pal8")
 
 
 def indexed_frame(i: int, video_id: int, size: tuple[int, int]) -> np.ndarray:
@@ -224,3 +238,20 @@ def pack_b_frames(source: Path, path: Path) -> Path:
 def _vop_type(data: bytes) -> int:
     """The coding type of a packet's first VOP: 0 I, 1 P, 2 B, 3 S."""
     return data[data.find(_VOP) + 4] >> 6
+
+
+def with_display_matrix(source: Path, path: Path, degrees: int, hflip: bool = False, vflip: bool = False) -> Path:
+    """Copy ``source``'s video packets into ``path`` with a display matrix (``degrees`` counterclockwise, then flips).
+
+    The stream is the same bytes, as a phone records upright video stored turned
+    (``ffmpeg -display_rotation D -i in.mp4 -c copy out.mp4``); returns ``path``.
+    """
+    with av.open(str(source)) as container, av.open(str(path), "w") as output:
+        template = container.streams.video[0]
+        stream = output.add_stream_from_template(template)
+        stream.set_display_rotation(degrees, hflip=hflip, vflip=vflip)
+        for packet in container.demux(template):
+            if packet.size:
+                packet.stream = stream
+                output.mux(packet)
+    return path

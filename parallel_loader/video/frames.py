@@ -23,6 +23,10 @@ from .source import open_container
 __all__ = ["SeekMismatch", "decode", "frames_from", "open_video", "packets"]
 
 
+# Errors from decoding a file's content that PyAV and FFmpeg raise as other types than FFmpegError.
+_CONTENT_ERRORS = (av.error.FFmpegError, AssertionError, ValueError, TypeError, IndexError, ArithmeticError)
+
+
 class SeekMismatch(Exception):
     """The frames decoded after a seek do not follow the index: the file's seeks are not exact."""
 
@@ -32,10 +36,14 @@ def open_video(path: str | os.PathLike[str]) -> Iterator[tuple[InputContainer, V
     """``with open_video(path) as (container, stream)``: a PyAV container and its first video stream.
 
     The stream decodes with one thread: the loader's threads give the parallelism.
+    An error the file's content causes in the ``with`` block (FFmpeg's, or
+    PyAV's ``AssertionError``, ``ValueError``, ...) leaves it as a
+    ``VideoDecodeError`` naming the file.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: ``path`` is not a file, cannot be opened as a video, or has no video stream.
+        VideoDecodeError: ``path`` is not a file, cannot be opened as a video, has no
+            video stream, or its content fails to decode in the ``with`` block.
     """
     container = open_container(path)
     try:
@@ -44,6 +52,10 @@ def open_video(path: str | os.PathLike[str]) -> Iterator[tuple[InputContainer, V
         stream = container.streams.video[0]
         stream.codec_context.thread_count = 1
         yield container, stream
+    except _CONTENT_ERRORS as exc:
+        # What FFmpeg or PyAV raise on content they do not take (a frame numpy cannot hold, a
+        # stream whose parameters make no sense) is about this file: named, so ``on_error`` handles it.
+        raise VideoDecodeError(path, f"cannot be decoded ({type(exc).__name__}: {exc})") from exc
     finally:
         container.close()
 

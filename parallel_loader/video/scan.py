@@ -31,7 +31,6 @@ decoding the file twice.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable
 
 import av
@@ -40,6 +39,7 @@ import numpy as np
 from .errors import VideoDecodeError
 from .facts import DECODING, VideoIndex, regular_or_table
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
+from .pixels import frame_checksum
 
 __all__ = ["scan"]
 
@@ -82,7 +82,7 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
                 if frame.key_frame:
                     intra.append(i)
                 if intra and i - intra[-1] < _CHECKED_FRAMES:
-                    checksums[i] = _checksum(frame)
+                    checksums[i] = frame_checksum(frame)
                 if on_frame is not None:
                     on_frame(i, frame)
     frames = len(stamps)
@@ -99,18 +99,6 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
     if problem:
         return VideoIndex(frames=frames, reason=problem, intact=intact)
     return index
-
-
-def _checksum(frame: av.VideoFrame) -> int:
-    """A checksum of a decoded frame's pixels (in its own pixel format where numpy can hold it)."""
-    try:
-        pixels = frame.to_ndarray()
-    except ValueError:  # a pixel format to_ndarray does not hold: convert it
-        pixels = frame.to_ndarray(format="rgb24")
-    checksum = 0
-    for part in pixels if isinstance(pixels, tuple) else (pixels,):  # paletted formats give (image, palette)
-        checksum = zlib.crc32(np.ascontiguousarray(part), checksum)
-    return checksum
 
 
 def _timestamp_problem(stamps: list[int | None]) -> str:
@@ -142,7 +130,7 @@ def _seek_problem(path: str | os.PathLike[str], index: VideoIndex, checksums: di
                 for i, frame in frames_from(container, stream, index, key):
                     if i != expected:
                         return f"a seek to frame {key} decodes frame {i}, not {expected}"
-                    if i in checksums and checksums[i] != _checksum(frame):
+                    if i in checksums and checksums[i] != frame_checksum(frame):
                         return f"frame {i} decoded after a seek to frame {key} differs from frame {i} decoded in order"
                     expected += 1
                     if expected >= min(key + _CHECKED_FRAMES, index.frames):

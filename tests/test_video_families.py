@@ -1,0 +1,185 @@
+"""Every kind of file real data sets ship: codecs, containers, pixel formats, odd sizes, rotation.
+
+Each family is a small generated file; every clip read at the starts that test
+seeking (0, each keyframe and the frame before it, the middle, the last) must
+equal decoding every frame from the first, at full size and scaled.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from parallel_loader import DataLoader
+from parallel_loader.video import (
+    IndexCache,
+    VideoDataset,
+    VideoDecodeError,
+    frame_count,
+    probe,
+    read_clip,
+)
+from parallel_loader.video import scan as scan_module
+from parallel_loader.video.pixels import orientation
+
+from .video_files import frame_indices, with_display_matrix, write_encoded_video
+
+N = 30  # frames per file
+GOP = 10
+CLIP = 3
+
+# name -> (file name, writer arguments, (height, width) of the frames)
+FAMILIES: dict[str, tuple[str, dict, tuple[int, int]]] = {
+    "vp9_427x240_webm": ("vp9.webm", dict(codec="libvpx-vp9", gop=GOP, size=(240, 427)), (240, 427)),
+    "vp9_341x257_mkv": ("vp9.mkv", dict(codec="libvpx-vp9", gop=GOP, size=(257, 341)), (257, 341)),
+    "vp8_webm": ("vp8.webm", dict(codec="libvpx", gop=GOP), (48, 64)),
+    "av1_mp4": ("av1.mp4", dict(codec="libsvtav1", gop=GOP, size=(64, 64)), (64, 64)),
+    "av1_webm": ("av1.webm", dict(codec="libsvtav1", gop=GOP, size=(64, 64)), (64, 64)),
+    "hevc_10bit_mp4": ("hevc10.mp4", dict(codec="libx265", gop=GOP, pix_fmt="yuv420p10le"), (48, 64)),
+    "h264_444_mkv": ("h264_444.mkv", dict(codec="libx264", gop=GOP, b_frames=2, pix_fmt="yuv444p"), (48, 64)),
+    "h264_422_10bit_mp4": ("h264_422.mp4", dict(codec="libx264", gop=GOP, b_frames=2, pix_fmt="yuv422p10le"), (48, 64)),
+    "ffv1_gray_mkv": ("gray.mkv", dict(codec="ffv1", gop=GOP, pix_fmt="gray"), (48, 64)),
+    "ffv1_gray10_mkv": ("gray10.mkv", dict(codec="ffv1", gop=GOP, pix_fmt="gray10le"), (48, 64)),
+    "gif": ("anim.gif", dict(codec="gif", container="gif", pix_fmt="rgb8", size=(41, 43)), (41, 43)),
+    "png_palette_mov": ("palette.mov", dict(codec="png", pix_fmt="pal8", size=(41, 43)), (41, 43)),
+    "mjpeg_341x257_avi": ("mjpeg.avi", dict(codec="mjpeg", size=(257, 341)), (257, 341)),
+    "mpeg4_340x257_avi": ("mpeg4.avi", dict(codec="mpeg4", codec_tag="XVID", size=(257, 340)), (257, 340)),
+    "wmv2_asf": ("wmv2.wmv", dict(codec="wmv2", gop=GOP), (48, 64)),
+    "flv": ("flv.flv", dict(codec="flv", gop=GOP), (48, 64)),
+    "h264_ts": ("h264.ts", dict(codec="libx264", gop=GOP, b_frames=2, container="mpegts"), (48, 64)),
+    "mpeg2_ps": ("mpeg2.mpg", dict(codec="mpeg2video", gop=GOP, b_frames=2, container="vob"), (48, 64)),
+    "mpeg2_ts": ("mpeg2.ts", dict(codec="mpeg2video", gop=GOP, b_frames=2, container="mpegts"), (48, 64)),
+    "h264_b_frames_avi": ("h264.avi", dict(codec="libx264", gop=GOP, b_frames=2), (48, 64)),
+}
+
+# Rotated files: the same stream as "upright" with a display matrix; name -> (degrees counterclockwise, hflip).
+UPRIGHT = dict(codec="libx264", gop=GOP, b_frames=2)
+ROTATIONS = {"rot90.mp4": (90, False), "rot270.mov": (270, False), "rot180.mp4": (180, False), "hflip.mov": (0, True)}
+
+
+@pytest.fixture(scope="session")
+def families(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("families")
+    return {name: write_encoded_video(root / file, N, **kwargs) for name, (file, kwargs, _) in FAMILIES.items()}
+
+
+@pytest.fixture(scope="session")
+def rotated(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("rotated")
+    made = {"upright": write_encoded_video(root / "upright.mp4", N, **UPRIGHT)}
+    for file, (degrees, hflip) in ROTATIONS.items():
+        made[file] = with_display_matrix(made["upright"], root / file, degrees, hflip)
+    return made
+
+
+def starts(index_keyframes: tuple[int, ...]) -> list[int]:
+    """0, each keyframe (the index's and every GOP-th frame) and the frame before it, the middle, the last."""
+    keys = set(index_keyframes) | set(range(0, N, GOP))
+    picks = {0, N // 2, N - CLIP} | keys | {k - 1 for k in keys if k > 0}
+    return sorted(s for s in picks if s <= N - CLIP)
+
+
+@pytest.mark.parametrize("size", [None, (112, 112)])
+@pytest.mark.parametrize("name", list(FAMILIES))
+def test_every_clip_equals_decoding_from_the_first_frame(families, name, size):
+    path = families[name]
+    truth = read_clip(path, 0, N, size=size, seek=False)
+    assert truth.shape == (N, *(size or FAMILIES[name][2]), 3) and truth.dtype == np.uint8
+    cache = IndexCache(None)
+    assert frame_count(path, index_cache=cache) == N
+    for start in starts(cache.get(path).keyframes):
+        clip = read_clip(path, start, CLIP, size=size, index_cache=cache)
+        np.testing.assert_array_equal(clip, truth[start : start + CLIP], err_msg=f"{name} from frame {start}")
+    np.testing.assert_array_equal(read_clip(path, N - 1, 1, size=size, index_cache=cache), truth[-1:])
+    info = probe(path)
+    assert (info.height, info.width) == FAMILIES[name][2]
+
+
+@pytest.mark.parametrize("name", ["vp9_427x240_webm", "av1_webm", "hevc_10bit_mp4", "png_palette_mov", "flv"])
+def test_the_frames_are_the_frames_written(families, name):
+    """Not just self-consistent: the red channel says which frame each is (4:2:0 colour is close enough)."""
+    assert frame_indices(read_clip(families[name], 0, N)) == list(range(N))
+
+
+def test_an_odd_sized_file_seeks(families):
+    cache = IndexCache(None)
+    index = cache.get(families["vp9_427x240_webm"])
+    assert index.seekable and len(index.keyframes) == N // GOP, index
+
+
+def test_an_error_on_a_files_content_is_a_decode_error_naming_the_file(families, monkeypatch):
+    """What PyAV raises on content it does not take (here: its odd-width assertion) reaches on_error as one error."""
+
+    def refuse(frame):
+        raise AssertionError("width has to be even for this format")
+
+    monkeypatch.setattr(scan_module, "frame_checksum", refuse)
+    path = families["vp8_webm"]
+    with pytest.raises(VideoDecodeError, match="width has to be even") as caught:
+        frame_count(path, index_cache=IndexCache(None))
+    assert caught.value.path == str(path)
+    with pytest.raises(VideoDecodeError, match="AssertionError"):
+        read_clip(path, 5, 2, index_cache=IndexCache(None))
+
+
+TURNS = {  # what each display matrix does to the upright frames (clip axes: frame, row, column, channel)
+    "rot90.mp4": lambda a: np.rot90(a, 1, axes=(1, 2)),  # 90 degrees counterclockwise
+    "rot270.mov": lambda a: np.rot90(a, -1, axes=(1, 2)),
+    "rot180.mp4": lambda a: a[:, ::-1, ::-1],
+    "hflip.mov": lambda a: a[:, :, ::-1],
+}
+
+
+@pytest.mark.parametrize("file", list(ROTATIONS))
+def test_rotated_files_give_the_upright_frames_turned_and_probe_agrees(rotated, file):
+    upright, path = rotated["upright"], rotated[file]
+    turn = TURNS[file]
+    cache = IndexCache(None)
+    truth = read_clip(upright, 0, N, seek=False)
+    for start in (0, 9, 10, 15, N - CLIP):
+        clip = read_clip(path, start, CLIP, index_cache=cache)
+        np.testing.assert_array_equal(clip, turn(truth[start : start + CLIP]))
+        np.testing.assert_array_equal(read_clip(path, start, CLIP, seek=False), clip)
+        kept = read_clip(path, start, CLIP, rotate=False, index_cache=cache)
+        np.testing.assert_array_equal(kept, truth[start : start + CLIP])
+    info, stored = probe(path), probe(path, rotate=False)
+    assert (info.height, info.width) == turn(truth).shape[1:3]
+    assert (stored.height, stored.width) == truth.shape[1:3]
+    # A size is the displayed frames' size: the upright file read at the stored shape, turned.
+    quarter = file in ("rot90.mp4", "rot270.mov")
+    clip = read_clip(path, 12, CLIP, size=(40, 30), index_cache=cache)
+    expected = turn(read_clip(upright, 12, CLIP, size=(30, 40) if quarter else (40, 30)))
+    np.testing.assert_array_equal(clip, expected)
+
+
+def test_orientation_follows_ffmpegs_command_line():
+    def matrix(a, b, c, d):
+        return np.array([a, b, 0, c, d, 0, 0, 0, 1 << 30], dtype="<i4").tobytes()
+
+    one = 1 << 16
+    assert orientation(None) == (False, False, False)
+    assert orientation(matrix(one, 0, 0, one)) == (False, False, False)  # identity
+    assert orientation(matrix(0, -one, one, 0)) == (True, True, False)  # 90 counterclockwise: transpose=cclock
+    assert orientation(matrix(0, one, -one, 0)) == (True, False, True)  # 90 clockwise: transpose=clock
+    assert orientation(matrix(-one, 0, 0, -one)) == (False, True, True)  # 180
+    assert orientation(matrix(-one, 0, 0, one)) == (False, False, True)  # hflip
+    assert orientation(matrix(one, 0, 0, -one)) == (False, True, False)  # vflip
+    assert orientation(matrix(0, one, one, 0)) == (True, False, False)  # transpose=cclock_flip
+
+
+def test_a_dataset_over_every_family_in_a_loader_makes_full_batches(families, rotated, caplog):
+    paths = [*families.values(), *(rotated[file] for file in ROTATIONS)]
+    samples = [(str(p), i % 3) for i, p in enumerate(paths)]
+    data = VideoDataset(
+        samples, batch_size=4, clip_len=4, stride=2, size=(32, 32), seed=0, index_cache=IndexCache(None)
+    )
+    with caplog.at_level(logging.ERROR), DataLoader(data, num_threads=2, max_len=2) as loader:
+        batches = list(loader)
+    assert len(batches) == len(data) == -(-len(samples) // 4)
+    for clips, labels in batches:
+        assert clips.shape == (4, 4, 32, 32, 3) and labels.shape == (4,)
+    assert data.replaced == 0 and not data.skipped
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
