@@ -24,6 +24,7 @@ from parallel_loader.video import (
 )
 from parallel_loader.video import scan as scan_module
 from parallel_loader.video.pixels import orientation
+from parallel_loader.video.source import local_key
 
 from .video_files import frame_indices, with_display_matrix, write_encoded_video
 
@@ -50,7 +51,12 @@ FAMILIES: dict[str, tuple[str, dict, tuple[int, int]]] = {
     "wmv2_asf": ("wmv2.wmv", dict(codec="wmv2", gop=GOP), (48, 64)),
     "flv": ("flv.flv", dict(codec="flv", gop=GOP), (48, 64)),
     "h264_ts": ("h264.ts", dict(codec="libx264", gop=GOP, b_frames=2, container="mpegts"), (48, 64)),
-    "mpeg2_ps": ("mpeg2.mpg", dict(codec="mpeg2video", gop=GOP, b_frames=2, container="vob"), (48, 64)),
+    # Big enough that most frames start a pack of their own, as in real program streams.
+    "mpeg2_ps": (
+        "mpeg2.mpg",
+        dict(codec="mpeg2video", gop=GOP, b_frames=2, container="vob", size=(144, 176)),
+        (144, 176),
+    ),
     "mpeg2_ts": ("mpeg2.ts", dict(codec="mpeg2video", gop=GOP, b_frames=2, container="mpegts"), (48, 64)),
     "h264_b_frames_avi": ("h264.avi", dict(codec="libx264", gop=GOP, b_frames=2), (48, 64)),
 }
@@ -104,10 +110,32 @@ def test_the_frames_are_the_frames_written(families, name):
     assert frame_indices(read_clip(families[name], 0, N)) == list(range(N))
 
 
-def test_an_odd_sized_file_seeks(families):
-    cache = IndexCache(None)
-    index = cache.get(families["vp9_427x240_webm"])
-    assert index.seekable and len(index.keyframes) == N // GOP, index
+@pytest.mark.parametrize("name", ["vp9_427x240_webm", "h264_ts", "mpeg2_ts", "mpeg2_ps", "h264_b_frames_avi"])
+def test_odd_sizes_transport_and_program_streams_and_avi_with_b_frames_seek(families, name, tmp_path):
+    index = IndexCache(None).get(families[name])
+    assert index.seekable and len(index.keyframes) >= N // GOP - 1, index
+    # What makes them seek survives the store: the aim before each keyframe, timestamps that do not rise.
+    stored = IndexCache(tmp_path)
+    stored.put(local_key(families[name]), index)
+    again = IndexCache(tmp_path).get(families[name])
+    assert (again.seek_back, again.keyframes, again.frames) == (index.seek_back, index.keyframes, index.frames)
+    assert [again.frame_at(index.pts(i)) for i in range(N)] == list(range(N))
+    if name in ("h264_ts", "mpeg2_ts", "mpeg2_ps"):
+        assert index.seek_back > 0  # B-frames: a keyframe's packet comes before its presentation time
+
+
+def test_a_file_that_cannot_seek_says_why_what_it_costs_and_how_to_fix_it(tmp_path, caplog):
+    # Tiny frames share PS packs: FFmpeg names the keyframe after a seek by a timestamp no frame has.
+    path = write_encoded_video(tmp_path / "tiny.mpg", N, codec="mpeg2video", gop=GOP, b_frames=2, container="vob")
+    with caplog.at_level(logging.WARNING):
+        index = IndexCache(None).get(path)
+        truth = read_clip(path, 0, N, seek=False)
+        np.testing.assert_array_equal(read_clip(path, N - CLIP, CLIP, index_cache=IndexCache(None)), truth[-CLIP:])
+    assert not index.seekable
+    (warning,) = {r.getMessage() for r in caplog.records if r.levelno == logging.WARNING}
+    assert str(path) in warning and index.reason in warning
+    assert f"up to all {N} of this file" in warning
+    assert f"ffmpeg -i {path} -c copy {tmp_path / 'tiny.remuxed.mp4'}" in warning
 
 
 def test_an_error_on_a_files_content_is_a_decode_error_naming_the_file(families, monkeypatch):

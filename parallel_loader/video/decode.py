@@ -283,7 +283,7 @@ def _fill_seeking(
                     return ""
     except SeekMismatch as exc:
         return str(exc)
-    return f"after a seek to frame {key} the file ends before frame {clip.last}"
+    return f"after a seek to frame {key}, decoding stops before frame {clip.last}, which decodes from the first frame"
 
 
 def _read_in_order(path: str | os.PathLike[str], clip: _Clip) -> int:

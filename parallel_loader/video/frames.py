@@ -92,7 +92,7 @@ def frames_from(
     skipping = False  # whether the decoder now skips frames nothing refers to
     try:
         if key > 0 or seek_first:
-            container.seek(index.pts(key), stream=stream, backward=True)
+            container.seek(index.seek_target(key), stream=stream, backward=True)
         for packet in container.demux(stream):
             if keep is not None:
                 # The keyframe is always decoded, since the check below needs it.
@@ -107,8 +107,12 @@ def frames_from(
                     raise SeekMismatch(f"after a seek to frame {key}, timestamp {frame.pts} is unknown to the index")
                 if i < key:
                     continue
-                if i <= previous or (previous < 0 and i != key):
-                    raise SeekMismatch(f"a seek to frame {key} decodes frame {i} after frame {max(previous, key)}")
+                if previous < 0 and i != key:
+                    raise SeekMismatch(
+                        f"a seek to frame {key} lands past it: the first frame decoded at or after it is frame {i}"
+                    )
+                if i <= previous:
+                    raise SeekMismatch(f"after a seek to frame {key}, frame {i} is decoded after frame {previous}")
                 if previous < 0 and key > 0 and not frame.key_frame:
                     # A container may mark a packet as a seek point that the decoder does not
                     # decode as one (it refers to earlier frames): its pixels would differ.
