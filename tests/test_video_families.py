@@ -59,6 +59,29 @@ FAMILIES: dict[str, tuple[str, dict, tuple[int, int]]] = {
     ),
     "mpeg2_ts": ("mpeg2.ts", dict(codec="mpeg2video", gop=GOP, b_frames=2, container="mpegts"), (48, 64)),
     "h264_b_frames_avi": ("h264.avi", dict(codec="libx264", gop=GOP, b_frames=2), (48, 64)),
+    "mpeg2_interlaced_ts": (
+        "interlaced.ts",
+        dict(codec="mpeg2video", gop=GOP, b_frames=2, container="mpegts", options={"flags": "+ilme+ildct"}),
+        (48, 64),
+    ),
+    "h264_interlaced_ts": (
+        "interlaced_h264.ts",
+        dict(codec="libx264", gop=GOP, b_frames=2, container="mpegts", options={"x264-params": "interlaced=1"}),
+        (48, 64),
+    ),
+    "hevc_b_frames_mkv": ("hevc_b.mkv", dict(codec="libx265", gop=GOP, b_frames=3), (48, 64)),
+    "h264_b_pyramid_mp4": (
+        "pyramid.mp4",
+        dict(codec="libx264", gop=GOP, b_frames=3, options={"b-pyramid": "normal"}),
+        (48, 64),
+    ),
+    "fragmented_mp4": (
+        "fragmented.mp4",
+        dict(codec="libx264", gop=GOP, b_frames=2, container_options={"movflags": "frag_keyframe+empty_moov"}),
+        (48, 64),
+    ),
+    "audio_first_mp4": ("audio_first.mp4", dict(codec="libx264", gop=GOP, b_frames=2, audio_first=True), (48, 64)),
+    "late_start_mkv": ("late.mkv", dict(codec="libx264", gop=GOP, timestamps=[i + 50 for i in range(N)]), (48, 64)),
 }
 
 # Rotated files: the same stream as "upright" with a display matrix; name -> (degrees counterclockwise, hflip).
@@ -82,9 +105,10 @@ def rotated(tmp_path_factory) -> dict[str, Path]:
 
 
 def starts(index_keyframes: tuple[int, ...]) -> list[int]:
-    """0, each keyframe (the index's and every GOP-th frame) and the frame before it, the middle, the last."""
+    """The starts tried: 0, keyframes (the index's, every GOP-th) and the frame before each, middle, random, last."""
     keys = set(index_keyframes) | set(range(0, N, GOP))
-    picks = {0, N // 2, N - CLIP} | keys | {k - 1 for k in keys if k > 0}
+    randoms = set(np.random.default_rng(len(index_keyframes)).integers(0, N - CLIP + 1, size=3).tolist())
+    picks = {0, N // 2, N - CLIP} | keys | {k - 1 for k in keys if k > 0} | randoms
     return sorted(s for s in picks if s <= N - CLIP)
 
 

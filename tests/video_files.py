@@ -60,6 +60,9 @@ def write_encoded_video(
     size: tuple[int, int] = (48, 64),
     open_gop: bool = False,
     pix_fmt: str | None = None,
+    options: dict[str, str] | None = None,
+    container_options: dict[str, str] | None = None,
+    audio_first: bool = False,
 ) -> Path:
     """Write an indexed video with PyAV (any codec its FFmpeg encodes) and return its path.
 
@@ -72,10 +75,13 @@ def write_encoded_video(
     first are open-GOP I-frames, followed in decoding order by B-frames that show
     before them and refer to the group before ("leading frames"). ``pix_fmt``
     is the stream's pixel format (default 4:2:0, 8 bits; ``pal8`` writes paletted frames).
+    ``options`` go to the encoder, ``container_options`` to the muxer; ``audio_first``
+    puts a silent audio stream before the video one.
     """
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w", format=container) as output:
+    with av.open(str(path), "w", format=container, options=container_options or {}) as output:
+        audio = output.add_stream("aac", rate=8000) if audio_first else None
         stream = output.add_stream(codec, rate=25)
         stream.width, stream.height = width, height
         stream.pix_fmt = pix_fmt or ("yuvj420p" if codec == "mjpeg" else "yuv420p")
@@ -90,6 +96,8 @@ def write_encoded_video(
             stream.options["crf"] = "12"
             if open_gop:
                 stream.options["x264-params"] = "open-gop=1"
+        if options:
+            stream.options = {**stream.options, **options}
         for i in range(n_frames):
             pixels = indexed_frame(i, 0, size)
             left = 3 * i % (width - 8)  # an 8x8 block, 3 pixels further right each frame
@@ -98,7 +106,13 @@ def write_encoded_video(
             frame.pts = i if timestamps is None else timestamps[i]
             frame.time_base = Fraction(1, 25)
             output.mux(stream.encode(frame))
+            if audio is not None:
+                silence = av.AudioFrame.from_ndarray(np.zeros((1, 320), np.float32), format="fltp", layout="mono")
+                silence.sample_rate, silence.pts = 8000, 320 * i
+                output.mux(audio.encode(silence))
         output.mux(stream.encode())
+        if audio is not None:
+            output.mux(audio.encode())
     return path
 
 
