@@ -46,15 +46,14 @@ import numpy as np
 
 from ._common import (
     DEFAULT_OUT,
-    _busy_seconds,
     add_noise_arguments,
     format_table,
     machine_info,
     parse_ints,
     spread,
-    wait_for_quiet,
     write_json,
 )
+from ._resources import _busy_seconds, wait_for_quiet
 from ._workloads import REPO, limit_opencv_threads
 from .video_decode import SETS, Readers, make_set
 
