@@ -26,7 +26,7 @@ from parallel_loader.video import scan as scan_module
 from parallel_loader.video.pixels import orientation
 from parallel_loader.video.source import local_key
 
-from .video_files import frame_indices, with_display_matrix, write_encoded_video
+from .video_files import cut_with_edit_list, frame_indices, with_display_matrix, write_encoded_video
 
 N = 30  # frames per file
 GOP = 10
@@ -175,6 +175,29 @@ def test_an_error_on_a_files_content_is_a_decode_error_naming_the_file(families,
     assert caught.value.path == str(path)
     with pytest.raises(VideoDecodeError, match="AssertionError"):
         read_clip(path, 5, 2, index_cache=IndexCache(None))
+
+
+def test_a_file_cut_without_re_encoding_starts_at_the_cut_and_every_clip_is_exact(tmp_path):
+    """An MP4 cut with an edit list: the frames before the cut decode but are not shown."""
+    source = write_encoded_video(tmp_path / "long.mp4", N, codec="libx264", gop=GOP, b_frames=2)
+    path = cut_with_edit_list(source, tmp_path / "cut.mp4", cut=14)
+    truth = read_clip(path, 0, N - 14, seek=False)
+    assert frame_indices(truth) == list(range(14, N))
+    cache = IndexCache(None)
+    assert frame_count(path, index_cache=cache) == N - 14
+    for start in range(N - 14 - CLIP + 1):
+        np.testing.assert_array_equal(read_clip(path, start, CLIP, index_cache=cache), truth[start : start + CLIP])
+
+
+@pytest.mark.parametrize("frames", [1, 2])
+def test_very_short_files(tmp_path, frames):
+    path = write_encoded_video(tmp_path / "short.mp4", frames, codec="libx264", gop=GOP, b_frames=2)
+    truth = read_clip(path, 0, frames, seek=False)
+    assert frame_indices(truth) == list(range(frames))
+    cache = IndexCache(None)
+    np.testing.assert_array_equal(read_clip(path, frames - 1, 1, index_cache=cache), truth[-1:])
+    with pytest.raises(VideoDecodeError, match="too short"):
+        read_clip(path, 0, frames + 1, index_cache=cache)
 
 
 TURNS = {  # what each display matrix does to the upright frames (clip axes: frame, row, column, channel)

@@ -269,3 +269,24 @@ def with_display_matrix(source: Path, path: Path, degrees: int, hflip: bool = Fa
                 packet.stream = stream
                 output.mux(packet)
     return path
+
+
+def cut_with_edit_list(source: Path, path: Path, cut: int, fps: int = 25) -> Path:
+    """``source`` cut at frame ``cut`` without re-encoding (as ``ffmpeg -ss T -i in.mp4 -c copy``); returns ``path``.
+
+    The packets from the keyframe before the cut on are copied, shifted so that
+    frame ``cut`` shows at time 0; the MP4 muxer writes an edit list, so the
+    frames before the cut decode (later frames refer to them) but are not shown.
+    """
+    with av.open(str(source)) as container, av.open(str(path), "w") as output:
+        template = container.streams.video[0]
+        stream = output.add_stream_from_template(template)
+        tick = round(1 / (template.time_base * fps))  # timestamp units a frame
+        packets = [p for p in container.demux(template) if p.size]
+        first = max(k for k, p in enumerate(packets) if p.is_keyframe and p.pts <= cut * tick)
+        for packet in packets[first:]:
+            packet.pts -= cut * tick
+            packet.dts -= cut * tick
+            packet.stream = stream
+            output.mux(packet)
+    return path
