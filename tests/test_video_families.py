@@ -200,6 +200,24 @@ def test_very_short_files(tmp_path, frames):
         read_clip(path, 0, frames + 1, index_cache=cache)
 
 
+def test_a_file_pyav_cannot_convert_is_skipped_and_listed_by_a_skipping_dataset(families, monkeypatch):
+    """The issue's symptom: a content error that escaped as AssertionError was neither skipped nor listed."""
+    bad = families["vp8_webm"]  # indexed by decoding: the scan meets the (patched) conversion failure
+
+    def refuse(frame):
+        raise AssertionError("width has to be even for this format")
+
+    monkeypatch.setattr(scan_module, "frame_checksum", refuse)
+    good = families["h264_b_pyramid_mp4"]  # indexed from its packets: no scan, no checksum
+    samples = [(str(bad), 0), (str(good), 1)]
+    cache = IndexCache(None)
+    data = VideoDataset(samples, batch_size=2, clip_len=4, size=(32, 32), seed=0, on_error="skip", index_cache=cache)
+    clips, labels = data(0)
+    assert clips.shape == (2, 4, 32, 32, 3) and labels.tolist() == [1, 1]
+    (reason,) = [r for key, r in data.skipped.items() if str(bad) in key]
+    assert "width has to be even" in reason
+
+
 TURNS = {  # what each display matrix does to the upright frames (clip axes: frame, row, column, channel)
     "rot90.mp4": lambda a: np.rot90(a, 1, axes=(1, 2)),  # 90 degrees counterclockwise
     "rot270.mov": lambda a: np.rot90(a, -1, axes=(1, 2)),
