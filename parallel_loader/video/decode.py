@@ -219,12 +219,12 @@ def read_clip(
 
 
 class _Clip:
-    """The frames a clip keeps, converted as they arrive with one reformatter (one scaler per clip)."""
+    """The frames a clip keeps, converted to RGB (scaled, turned) as they arrive, with one scaler per clip."""
 
     def __init__(
         self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None, rotate: bool = True
     ) -> None:
-        self.start, self.stride, self.size, self.rotate = start, stride, size, rotate
+        self.start, self.stride = start, stride
         self.last = start + (clip_len - 1) * stride
         self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
         self.kept = 0
