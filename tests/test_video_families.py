@@ -18,11 +18,13 @@ from parallel_loader.video import (
     IndexCache,
     VideoDataset,
     VideoDecodeError,
+    VideoIndex,
     frame_count,
     probe,
     read_clip,
 )
 from parallel_loader.video import scan as scan_module
+from parallel_loader.video.frames import SeekMismatch, frames_from, open_video
 from parallel_loader.video.pixels import orientation
 from parallel_loader.video.source import local_key
 
@@ -216,6 +218,18 @@ def test_a_file_pyav_cannot_convert_is_skipped_and_listed_by_a_skipping_dataset(
     assert clips.shape == (2, 4, 32, 32, 3) and labels.tolist() == [1, 1]
     (reason,) = [r for key, r in data.skipped.items() if str(bad) in key]
     assert "width has to be even" in reason
+
+
+def test_a_frame_the_index_names_that_never_decodes_is_caught(families):
+    """An index counting a packet with no frame of its own (an interlaced field, a hidden frame) shifts every
+    later frame's number: the read sees the gap and says so, rather than return the frames one off."""
+    path = families["h264_ts"]
+    good = IndexCache(None).get(path)
+    stamps = [good.pts(i) for i in range(N)]
+    wrong = VideoIndex(N + 1, good.keyframes, True, pts_table=np.array([*stamps[:5], stamps[4] + 1, *stamps[5:]]))
+    with open_video(path) as (container, stream), pytest.raises(SeekMismatch, match="frame 6 follows frame 4"):
+        for _ in frames_from(container, stream, wrong, 0):
+            pass
 
 
 TURNS = {  # what each display matrix does to the upright frames (clip axes: frame, row, column, channel)

@@ -79,7 +79,8 @@ def frames_from(
     Raises:
         SeekMismatch: the first frame at or after the keyframe's timestamp is not
             frame ``key``, or the decoder does not decode it as a keyframe,
-            frames come out of order, or a frame's timestamp is not in the
+            frames come out of order or with a frame missing between them (one
+            whose packet was not skipped), or a frame's timestamp is not in the
             index: evidence that the file's seeks are not exact.
         VideoDecodeError: the file cannot be read or decoded after the seek (it
             names the file). This is no evidence against the index: a file
@@ -90,6 +91,7 @@ def frames_from(
     codec = stream.codec_context
     previous = -1  # the last frame yielded
     skipping = False  # whether the decoder now skips frames nothing refers to
+    unasked: set[int] = set()  # frames whose packets went to the decoder with skipping on: they may not come out
     try:
         if key > 0 or seek_first:
             container.seek(index.seek_target(key), stream=stream, backward=True)
@@ -98,6 +100,8 @@ def frames_from(
                 # The keyframe is always decoded, since the check below needs it.
                 i = index.frame_at(packet.pts)
                 skip = not (i is None or i == key or keep(i))
+                if skip:
+                    unasked.add(i)
                 if skip != skipping:
                     codec.skip_frame = "NONREF" if skip else "DEFAULT"
                     skipping = skip
@@ -113,6 +117,12 @@ def frames_from(
                     )
                 if i <= previous:
                     raise SeekMismatch(f"after a seek to frame {key}, frame {i} is decoded after frame {previous}")
+                if previous >= 0 and not unasked.issuperset(range(previous + 1, i)):
+                    # A frame the index names never came out: its packet holds no frame of its own
+                    # (a field of an interlaced pair, a hidden frame), so the index counts wrong.
+                    raise SeekMismatch(
+                        f"after a seek to frame {key}, frame {i} follows frame {previous}: frames between are missing"
+                    )
                 if previous < 0 and key > 0 and not frame.key_frame:
                     # A container may mark a packet as a seek point that the decoder does not
                     # decode as one (it refers to earlier frames): its pixels would differ.
