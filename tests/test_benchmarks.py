@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare, epoch_boundary, feed_vs_queue, queue_overhead, sweep, video_cold, video_decode
+from benchmarks import (
+    compare,
+    epoch_boundary,
+    feed_vs_queue,
+    queue_overhead,
+    sweep,
+    video_cold,
+    video_decode,
+    video_families,
+)
 from benchmarks._workloads import REPO
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -206,6 +215,21 @@ def test_video_cold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
             assert reader["exact"] == f"{result['videos']}/{result['videos']}"
     assert "| parallel_loader |" in capsys.readouterr().out
     assert json.loads((tmp_path / "video_cold.json").read_text())["sets"]["ucf"]["videos"] == 2
+
+
+def test_video_families(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--families", "h264-ts", "mpeg2-ps", "--seconds", "2", "--clips", "2", "--rounds", "1", "--clip-len", "4"]
+    report = video_families.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["families"]) == {"h264-ts", "mpeg2-ps"}
+    for result in report["families"].values():
+        assert result["seekable"] and result["frames"] == 50
+        ours = result["results"]["parallel_loader"]
+        assert ours["right"] == result["exact"] == result["clips"] == 3 and ours["error"] is None
+        assert _finite(ours["ms_per_clip"]) and _finite(result["late_ratio"])
+    out = capsys.readouterr().out
+    assert " h264-ts |" in out and " mpeg2-ps |" in out
+    assert "target mpeg2-ps late clip <= 0.3x from frame 0:" in out
+    assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

@@ -336,6 +336,7 @@ class FlakyReads:
 class _FlakyContainer:
     def __init__(self, container, reads: FlakyReads) -> None:
         self.container, self.reads, self.name, self.sought = container, reads, container.name, False
+        self.format = container.format
 
     def seek(self, *args, **kwargs):
         self.reads.seeks.append(self.name)

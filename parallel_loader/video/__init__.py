@@ -15,6 +15,8 @@ One concept per module:
   memory and in the store; ``python -m parallel_loader.video.index`` makes a
   data set's indexes ahead of time.
 * ``frames``: frames out of a file with PyAV (open, packets, decode, seek).
+* ``pixels``: decoded frames to RGB arrays: any pixel format and size, turned as
+  the display matrix says.
 * ``errors``: ``VideoDecodeError``, which names the file that failed.
 * ``annotations``: ``SampleList``, which videos (or segments of videos) a data
   set holds and their labels, and readers for folder trees, UCF101 and HMDB51

@@ -34,7 +34,6 @@ import cv2
 import numpy as np
 from av.container import InputContainer
 from av.video.frame import VideoFrame
-from av.video.reformatter import VideoReformatter
 from av.video.stream import VideoStream
 
 from .._checks import check_int
@@ -42,6 +41,7 @@ from .errors import VideoDecodeError, require_file
 from .facts import PACKETS, VideoIndex
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
 from .index import IndexCache, default_index_cache
+from .pixels import RGBFrames
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
 
@@ -58,8 +58,12 @@ class VideoInfo:
     height: int
 
 
-def probe(path: str | os.PathLike[str]) -> VideoInfo:
+def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
     """Read a video's header: frame count, frame rate and size, without decoding.
+
+    ``width`` and ``height`` are those of the frames ``read_clip`` returns with
+    the same ``rotate``: as displayed (swapped for a file shown at 90 or 270
+    degrees) by default, as stored with ``rotate=False``.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
@@ -67,11 +71,17 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
     """
     capture = _open(path)
     try:
+        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        # OpenCV reports the size as displayed when it turns frames itself (CAP_PROP_ORIENTATION_AUTO).
+        quarter_turn = int(capture.get(cv2.CAP_PROP_ORIENTATION_META)) % 180 == 90
+        if quarter_turn and bool(capture.get(cv2.CAP_PROP_ORIENTATION_AUTO)) != rotate:
+            width, height = height, width
         return VideoInfo(
             frames=max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT))),
             fps=float(capture.get(cv2.CAP_PROP_FPS)),
-            width=int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
-            height=int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+            width=width,
+            height=height,
         )
     finally:
         capture.release()
@@ -115,6 +125,7 @@ def read_clip(
     size: tuple[int, int] | None = None,
     *,
     seek: bool = True,
+    rotate: bool = True,
     index_cache: IndexCache | None = None,
 ) -> np.ndarray:
     """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
@@ -140,17 +151,25 @@ def read_clip(
     failure (network storage) does not slow the file's later reads; a file
     indexed from its packets is indexed again by decoding.
 
-    Each kept frame is scaled (area averaging) and converted to RGB in one pass.
+    Each kept frame is scaled (area averaging) and converted to RGB in one pass,
+    from any pixel format and size FFmpeg decodes, then turned as players and
+    FFmpeg's command line show it: a file whose display matrix (or rotate tag)
+    says 90, 180 or 270 degrees, or a mirror image, gives frames turned so
+    (``probe`` reports their size); ``rotate=False`` keeps them as stored.
 
     Args:
         path: the video file.
         start: the index of the first frame, counted from 0.
         clip_len: how many frames to return.
         stride: the step between returned frames.
-        size: ``(height, width)`` to resize each frame to; ``None`` keeps the video's size.
+        size: ``(height, width)`` to resize each frame to (as displayed); ``None``
+            keeps the video's size (as displayed: width and height swap for a
+            file shown at 90 or 270 degrees, unless ``rotate=False``).
         seek: start at the keyframe before ``start`` (exact, see above); ``False``
             decodes from the first frame without an index, the reference the
             seeking read is checked against.
+        rotate: turn frames as the file's display matrix says (the default);
+            ``False`` returns them as stored.
         index_cache: where file indexes are kept; default: ``default_index_cache()``.
 
     Returns:
@@ -164,7 +183,7 @@ def read_clip(
             or decoded after the seek. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
-    clip = _Clip(start, clip_len, stride, size)
+    clip = _Clip(start, clip_len, stride, size, rotate)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
         index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened)
@@ -179,7 +198,7 @@ def read_clip(
                 problem = "a packet does not decode after a seek"
             if not problem:
                 return clip.frames
-            clip = _Clip(start, clip_len, stride, size)
+            clip = _Clip(start, clip_len, stride, size, rotate)
             if index.made_by == PACKETS:
                 # The packets misled (or said nothing of whether they decode): decoding every
                 # frame once settles what the file holds, and gives the clip on the way.
@@ -200,10 +219,12 @@ def read_clip(
 
 
 class _Clip:
-    """The frames a clip keeps, converted as they arrive with one reformatter (one scaler per clip)."""
+    """The frames a clip keeps, converted to RGB (scaled, turned) as they arrive, with one scaler per clip."""
 
-    def __init__(self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None) -> None:
-        self.start, self.stride, self.size = start, stride, size
+    def __init__(
+        self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None, rotate: bool = True
+    ) -> None:
+        self.start, self.stride = start, stride
         self.last = start + (clip_len - 1) * stride
         self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
         self.kept = 0
@@ -211,7 +232,7 @@ class _Clip:
         # The outcome of the seeking read made in the container the index was made from
         # (see ``read_opened``): what went wrong ("" for nothing), an error, or None for no such read.
         self.early: str | VideoDecodeError | None = None
-        self._reformatter = VideoReformatter()
+        self._rgb = RGBFrames(size, rotate)
 
     @property
     def full(self) -> bool:
@@ -236,13 +257,10 @@ class _Clip:
 
     def keep(self, i: int, frame: VideoFrame) -> None:
         """Convert frame ``i`` (one the clip wants, each once) into its place."""
-        height, width = self.size or (frame.height, frame.width)
         if self.kept == 0:
+            height, width = self._rgb.shape(frame)
             self.frames = np.empty((len(self.frames), height, width, 3), dtype=np.uint8)
-        rgb = self._reformatter.reformat(
-            frame, width=width, height=height, format="rgb24", interpolation="AREA", threads=1
-        )
-        self.frames[(i - self.start) // self.stride] = rgb.to_ndarray()
+        self._rgb.convert(frame, self.frames[(i - self.start) // self.stride])
         self.kept += 1
 
 
@@ -265,7 +283,7 @@ def _fill_seeking(
                     return ""
     except SeekMismatch as exc:
         return str(exc)
-    return f"after a seek to frame {key} the file ends before frame {clip.last}"
+    return f"after a seek to frame {key}, decoding stops before frame {clip.last}, which decodes from the first frame"
 
 
 def _read_in_order(path: str | os.PathLike[str], clip: _Clip) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -24,7 +25,7 @@ __all__ = ["DECODING", "PACKETS", "VideoIndex", "decode", "encode", "get_varint"
 PACKETS = "packets"  # from the container's packets, without decoding (see ``packet_index``)
 DECODING = "decoding"  # by decoding every frame once (see ``scan``)
 
-_SEEKABLE, _INTACT, _TABLE, _FROM_PACKETS = 1, 2, 4, 8  # bits of the flags byte
+_SEEKABLE, _INTACT, _TABLE, _FROM_PACKETS, _SEEK_BACK, _UNSORTED = 1, 2, 4, 8, 16, 32  # bits of the flags byte
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,6 +44,12 @@ class VideoIndex:
         made_by: ``"packets"`` (from the container's packets without decoding:
             every read checks the frames it decodes against it) or
             ``"decoding"`` (every frame decoded once).
+        seek_back: how far before a keyframe's presentation timestamp a seek
+            aims, in the stream's time base (0 for most files). Containers
+            without an index (MPEG-TS and PS) seek by the decoding timestamps
+            of their packets, which come before the presentation ones when
+            frames are reordered (B-frames): aimed at the keyframe's own
+            timestamp, such a seek lands after it.
     """
 
     frames: int
@@ -51,12 +58,19 @@ class VideoIndex:
     reason: str = ""
     # Presentation timestamps of frames 0, 1, ..., in the stream's time base: either
     # ``pts_start + i * pts_step`` (most files; nothing stored per frame) or, for
-    # irregular ones (gaps, variable frame rate), the table ``pts_table``.
+    # irregular ones (gaps, variable frame rate), the table ``pts_table``. A table may
+    # not rise: AVI has no presentation timestamps, and with B-frames FFmpeg gives each
+    # frame its packet's, in decoding order; they still name one frame each.
     pts_start: int = 0
     pts_step: int = 0
     pts_table: np.ndarray | None = field(default=None, repr=False)
     intact: bool = False  # the safe claim for an index made by hand: not known to be whole
     made_by: str = DECODING
+    seek_back: int = 0
+
+    def seek_target(self, key: int) -> int:
+        """The timestamp a seek for keyframe ``key`` aims at: at or before where its packet is."""
+        return self.pts(key) - self.seek_back
 
     def pts(self, frame: int) -> int:
         """The presentation timestamp of ``frame`` (0 <= frame < frames)."""
@@ -69,10 +83,23 @@ class VideoIndex:
         if pts is None:
             return None
         if self.pts_table is not None:
-            i = int(np.searchsorted(self.pts_table, pts))
-            return i if i < self.frames and self.pts_table[i] == pts else None
+            ordered, order = self._lookup
+            i = int(np.searchsorted(ordered, pts))
+            if i >= self.frames or ordered[i] != pts:
+                return None
+            return i if order is None else int(order[i])
         i, rest = divmod(pts - self.pts_start, self.pts_step or 1)
         return i if rest == 0 and 0 <= i < self.frames else None
+
+    @cached_property
+    def _lookup(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The table sorted, and which frame each sorted timestamp is (None: the table is sorted already)."""
+        table = self.pts_table
+        assert table is not None
+        if table.size < 2 or bool((np.diff(table) > 0).all()):
+            return table, None
+        order = np.argsort(table, kind="stable")
+        return table[order], order
 
     def keyframe_before(self, frame: int) -> int:
         """The last keyframe at or before ``frame``: where decoding must start to reach it exactly."""
@@ -84,13 +111,14 @@ class VideoIndex:
 
 
 def regular_or_table(
-    frames: int, keyframes: tuple[int, ...], pts: np.ndarray, intact: bool, made_by: str
+    frames: int, keyframes: tuple[int, ...], pts: np.ndarray, intact: bool, made_by: str, seek_back: int = 0
 ) -> VideoIndex:
     """A seekable index over the rising timestamps ``pts``, as start and step when they are evenly spaced."""
     step = int(pts[1] - pts[0]) if frames > 1 else 1
+    common = dict(intact=intact, made_by=made_by, seek_back=seek_back)
     if np.array_equal(pts, pts[0] + step * np.arange(frames, dtype=np.int64)):
-        return VideoIndex(frames, keyframes, True, "", int(pts[0]), step, None, intact=intact, made_by=made_by)
-    return VideoIndex(frames, keyframes, True, "", pts_table=pts, intact=intact, made_by=made_by)
+        return VideoIndex(frames, keyframes, True, "", int(pts[0]), step, None, **common)
+    return VideoIndex(frames, keyframes, True, "", pts_table=pts, **common)
 
 
 def encode(index: VideoIndex) -> bytes:
@@ -100,6 +128,8 @@ def encode(index: VideoIndex) -> bytes:
         | _INTACT * index.intact
         | _TABLE * (index.pts_table is not None)
         | _FROM_PACKETS * (index.made_by == PACKETS)
+        | _SEEK_BACK * (index.seek_back != 0)
+        | _UNSORTED * (index.pts_table is not None and bool((np.diff(index.pts_table) < 0).any()))
     )
     out = bytearray([flags])
     put_varint(out, index.frames)
@@ -114,11 +144,15 @@ def encode(index: VideoIndex) -> bytes:
     if index.pts_table is not None:
         table = index.pts_table
         put_varint(out, _zigzag(int(table[0])))
-        for delta in np.diff(table).tolist():
-            put_varint(out, delta)
+        deltas = np.diff(table).tolist()
+        unsorted = bool(out[0] & _UNSORTED)
+        for delta in deltas:
+            put_varint(out, _zigzag(delta) if unsorted else delta)
     else:
         put_varint(out, _zigzag(index.pts_start))
         put_varint(out, _zigzag(index.pts_step))
+    if index.seek_back:  # last, so that a reader from before it was added reads the rest alike
+        put_varint(out, _zigzag(index.seek_back))
     return bytes(out)
 
 
@@ -148,12 +182,17 @@ def decode(data: bytes | memoryview, offset: int = 0) -> VideoIndex:
             values = [_unzigzag(first)]
             for _ in range(frames - 1):
                 delta, pos = get_varint(data, pos)
-                values.append(delta)
+                values.append(_unzigzag(delta) if flags & _UNSORTED else delta)
             table = np.cumsum(np.asarray(values, dtype=np.int64))
-            return VideoIndex(frames, tuple(keyframes), pts_table=table, **common)
-        start, pos = get_varint(data, pos)
-        step, pos = get_varint(data, pos)
-        return VideoIndex(frames, tuple(keyframes), pts_start=_unzigzag(start), pts_step=_unzigzag(step), **common)
+            timing = dict(pts_table=table)
+        else:
+            start, pos = get_varint(data, pos)
+            step, pos = get_varint(data, pos)
+            timing = dict(pts_start=_unzigzag(start), pts_step=_unzigzag(step))
+        if flags & _SEEK_BACK:
+            back, pos = get_varint(data, pos)
+            common["seek_back"] = _unzigzag(back)
+        return VideoIndex(frames, tuple(keyframes), **timing, **common)
     except IndexError:
         raise ValueError("a video index cut short") from None
 

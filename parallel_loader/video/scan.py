@@ -11,9 +11,13 @@ the file's ``VideoIndex`` by decoding every frame once, in order:
   counts timestamp gaps as frames, or is simply wrong); a file that is not
   intact (cut short by an interrupted copy, damaged) is missing data, and then
   the header may be right about what the file should hold;
-* each frame's presentation timestamp, when every frame has one and they rise
-  in decoding order (then a timestamp names exactly one frame: frame ``i`` is
-  the ``i``-th decoded, whatever gaps or variable rate the timestamps have);
+* each frame's presentation timestamp, when every frame has one and no two
+  share one (then a timestamp names exactly one frame: frame ``i`` is the
+  ``i``-th decoded, whatever gaps or variable rate the timestamps have; AVI with
+  B-frames gives frames their packets' timestamps, which do not rise);
+* for containers without an index (MPEG-TS and PS), how far before a
+  keyframe's presentation timestamp a seek must aim to land before its packet
+  (``VideoIndex.seek_back``);
 * the keyframes a seek can start at: frames the container marks as seek points
   and the decoder decodes as keyframes;
 * whether seeks are exact: a few keyframes are sought and the first frames
@@ -31,7 +35,6 @@ decoding the file twice.
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Callable
 
 import av
@@ -40,9 +43,13 @@ import numpy as np
 from .errors import VideoDecodeError
 from .facts import DECODING, VideoIndex, regular_or_table
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
+from .pixels import frame_checksum
 
-__all__ = ["scan"]
+__all__ = ["scan", "not_seekable_warning"]
 
+# Container families without an index, whose seeks find a packet by its decoding timestamp (FFmpeg's
+# search through the file): MPEG-TS and MPEG-PS. A seek for a keyframe aims at its decoding timestamp.
+_SEEK_BY_DTS = frozenset({"mpegts", "mpeg"})
 _SEEK_CHECKS = 3  # keyframes sought when a file is indexed
 _CHECKED_FRAMES = 3  # frames compared after each of those seeks
 
@@ -66,6 +73,8 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
         checksums: dict[int, int] = {}  # frame -> checksum, for the first frames of each group
         problem = ""
         intact = True
+        seek_back = 0  # how far a keyframe's decoding timestamp comes before its presentation one, at most
+        by_dts = container.format.name.split(",")[0] in _SEEK_BY_DTS
         for packet in packets(container, stream):
             frames = None if packet is None else decode(packet)
             if frames is None:
@@ -76,13 +85,15 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
                 intact = False
             if packet.is_keyframe and packet.pts is not None:
                 seek_points.add(packet.pts)
+                if by_dts and packet.dts is not None:
+                    seek_back = max(seek_back, packet.pts - packet.dts)
             for frame in frames:
                 i = len(stamps)
                 stamps.append(frame.pts)
                 if frame.key_frame:
                     intra.append(i)
                 if intra and i - intra[-1] < _CHECKED_FRAMES:
-                    checksums[i] = _checksum(frame)
+                    checksums[i] = frame_checksum(frame)
                 if on_frame is not None:
                     on_frame(i, frame)
     frames = len(stamps)
@@ -94,33 +105,30 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
         return VideoIndex(frames=frames, reason=problem, intact=intact)
     pts = np.asarray(stamps, dtype=np.int64)
     keyframes = tuple(sorted({0, *(i for i in intra if int(pts[i]) in seek_points)}))
-    index = regular_or_table(frames, keyframes, pts, intact, DECODING)
+    if by_dts and frames > 1:
+        # One frame more: a seek landing inside the keyframe's packet (a frame spans many PS packs)
+        # names it with the next frame's timestamp; landing in the frame before it, it is read whole.
+        seek_back += int(np.diff(pts).max())
+    index = regular_or_table(frames, keyframes, pts, intact, DECODING, seek_back)
     problem = _seek_problem(path, index, checksums)
     if problem:
         return VideoIndex(frames=frames, reason=problem, intact=intact)
     return index
 
 
-def _checksum(frame: av.VideoFrame) -> int:
-    """A checksum of a decoded frame's pixels (in its own pixel format where numpy can hold it)."""
-    try:
-        pixels = frame.to_ndarray()
-    except ValueError:  # a pixel format to_ndarray does not hold: convert it
-        pixels = frame.to_ndarray(format="rgb24")
-    checksum = 0
-    for part in pixels if isinstance(pixels, tuple) else (pixels,):  # paletted formats give (image, palette)
-        checksum = zlib.crc32(np.ascontiguousarray(part), checksum)
-    return checksum
-
-
 def _timestamp_problem(stamps: list[int | None]) -> str:
-    """Why the timestamps cannot name the frames, or "" when they can."""
+    """Why the timestamps cannot name the frames, or "" when they can: each frame has one, and no two share one.
+
+    They need not rise: AVI with B-frames gives frames their packets' timestamps, in decoding order.
+    """
     missing = sum(s is None for s in stamps)
     if missing:
         return f"{missing} of {len(stamps)} frames have no timestamp"
-    for i in range(1, len(stamps)):
-        if stamps[i] <= stamps[i - 1]:
-            return f"timestamps do not rise in decoding order (frame {i}: {stamps[i]} after {stamps[i - 1]})"
+    seen: dict[int | None, int] = {}
+    for i, stamp in enumerate(stamps):
+        if stamp in seen:
+            return f"frames {seen[stamp]} and {i} have the same timestamp ({stamp})"
+        seen[stamp] = i
     return ""
 
 
@@ -142,13 +150,33 @@ def _seek_problem(path: str | os.PathLike[str], index: VideoIndex, checksums: di
                 for i, frame in frames_from(container, stream, index, key):
                     if i != expected:
                         return f"a seek to frame {key} decodes frame {i}, not {expected}"
-                    if i in checksums and checksums[i] != _checksum(frame):
+                    if i in checksums and checksums[i] != frame_checksum(frame):
                         return f"frame {i} decoded after a seek to frame {key} differs from frame {i} decoded in order"
                     expected += 1
                     if expected >= min(key + _CHECKED_FRAMES, index.frames):
                         break
                 else:
-                    return f"a seek to frame {key} ends the file before frame {expected}"
+                    if expected == key:
+                        return f"a seek to frame {key} lands past the last frame: no frame at or after it decodes"
+                    return (
+                        f"after a seek to frame {key}, decoding stops at frame {expected - 1}, though "
+                        f"{index.frames} frames decode from the first (the seek landed where the rest cannot be read)"
+                    )
             except SeekMismatch as exc:
                 return str(exc)
     return ""
+
+
+def not_seekable_warning(name: str, index: VideoIndex) -> str:
+    """The warning for a file whose seeks are not exact: why, what reading from the first frame costs, what fixes it."""
+    cost = (
+        f"its clips are decoded from the first frame: a clip ending at frame n decodes n + 1 frames "
+        f"(up to all {index.frames} of this file for each clip at its end)"
+    )
+    if not index.intact:
+        fix = "the file is cut short or damaged: re-encode it, or leave it out (python -m parallel_loader.video.check)"
+    else:
+        stem, ext = os.path.splitext(name)
+        genpts = "-fflags +genpts " if ext.lower() == ".avi" else ""  # AVI stores no presentation timestamps
+        fix = f"remuxing makes it seekable, e.g. ffmpeg {genpts}-i {name} -c copy {stem}.remuxed.mp4"
+    return f"video {name}: seeking is not exact ({index.reason}); {cost}; {fix}"

@@ -33,7 +33,7 @@ from av.video.stream import VideoStream
 from ..facts import VideoIndex, decode, encode
 from ..frames import open_video
 from ..packet_index import from_packets
-from ..scan import scan
+from ..scan import not_seekable_warning, scan
 from ..source import SourceKey, local_key
 from ..store import IndexStore, Record
 
@@ -266,9 +266,7 @@ class IndexCache:
             if name in self._reported:
                 return
             self._reported.add(name)
-        log.warning(
-            "video %s: seeking is not exact (%s); its clips are decoded from the first frame", name, index.reason
-        )
+        log.warning("%s", not_seekable_warning(name, index))
 
 
 def _charge(name: str, entry: bytes) -> int:
