@@ -44,17 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from ._common import (
-    DEFAULT_OUT,
-    _busy_seconds,
-    add_noise_arguments,
-    format_table,
-    machine_info,
-    parse_ints,
-    spread,
-    wait_for_quiet,
-    write_json,
-)
+from ._common import DEFAULT_OUT, add_noise_arguments, format_table, machine_info, parse_ints, spread, write_json
+from ._resources import _busy_seconds, wait_for_quiet
 from ._workloads import REPO, limit_opencv_threads
 from .video_decode import SETS, Readers, make_set
 

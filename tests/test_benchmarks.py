@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare, epoch_boundary, feed_vs_queue, queue_overhead, sweep, video_cold, video_decode
+from benchmarks import (
+    compare,
+    epoch_boundary,
+    feed_vs_queue,
+    queue_overhead,
+    startup,
+    sweep,
+    video_cold,
+    video_decode,
+)
 from benchmarks._workloads import REPO
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -206,6 +215,15 @@ def test_video_cold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
             assert reader["exact"] == f"{result['videos']}/{result['videos']}"
     assert "| parallel_loader |" in capsys.readouterr().out
     assert json.loads((tmp_path / "video_cold.json").read_text())["sets"]["ucf"]["videos"] == 2
+
+
+def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = startup.main(["--rows", "500", "--rounds", "1", "--out", str(tmp_path)])
+    run = results["500"]
+    assert run["opened"][0] == 0 and run["opened"][1] > 0  # nothing opened constructing; the first batch reads
+    assert all(_finite(float(run["medians"][key])) for key in ("construct_s", "pickle_mb", "first_batch_s"))
+    assert " 500 |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "startup.json").read_text())["results"]["500"]["opened"][0] == 0
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

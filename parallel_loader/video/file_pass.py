@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-__all__ = ["FileProgress", "each_file"]
+__all__ = ["FileProgress", "each_file", "log_progress_to_stderr"]
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,15 @@ def each_file(
         finally:
             for future in futures:
                 future.cancel()
+
+
+def log_progress_to_stderr() -> None:
+    """For a command line: show this module's progress lines on stderr unless logging is set up already."""
+    if not logging.getLogger().handlers and not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
 
 class _Bar(tqdm):

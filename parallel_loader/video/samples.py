@@ -190,11 +190,6 @@ class SampleList(Sequence[VideoSample]):
         labels.flags.writeable = False
         return labels
 
-    @property
-    def has_segments(self) -> bool:
-        """Whether any sample is a segment (has a start or an end)."""
-        return self._columns.starts is not None
-
     def path(self, i: int) -> str:
         """The file of sample ``i``."""
         c = self._columns
