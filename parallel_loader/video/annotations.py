@@ -196,20 +196,24 @@ def folder_samples(
         missing = [c for c in classes if not (root / c).is_dir()]
         if missing:
             raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
-    samples: list[VideoSample] = []
+    builder = SampleListBuilder(os.path.join(str(root), ""))
     for label, name in enumerate(classes):
         files = sorted(
-            p
-            for p in (root / name).iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in extensions
+            entry.name
+            for entry in os.scandir(root / name)
+            if entry.is_file()
+            and not entry.name.startswith(".")
+            and os.path.splitext(entry.name)[1].lower() in extensions
         )
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
                 f"every class folder needs at least one{_one_level_down(root, name, extensions)}"
             )
-        samples.extend(VideoSample(str(p), label) for p in files)
-    return excluding(SampleList(tuple(classes), tuple(samples)), exclude)
+        folder = str(Path(name)) + os.sep
+        for file in files:
+            builder.add(folder + file, label)
+    return excluding(builder.build(tuple(classes)), exclude)
 
 
 def ucf101_samples(
@@ -370,40 +374,56 @@ def kinetics_samples(
     found: dict[str, int] = {}  # without classes: label -> its number in order of first appearance
     template = str(csv_file).replace("{", "{{").replace("}", "}}") + ", line {}"
     with open(csv_file, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        columns = set(reader.fieldnames or ())
+        reader = csv.reader(f)  # rows as lists, made into dicts for the pattern: a million rows in seconds
+        header = next(reader, [])
+        columns = set(header)
         missing = [c for c in (*_KINETICS_COLUMNS, *(["split"] if split is not None else [])) if c not in columns]
         unknown = sorted(fields_used - columns)
         if missing or unknown:
             what = f"{missing}" if missing else f"{unknown} that the pattern names"
             reason = f"the header lacks the column(s) {what}; it has {sorted(columns)}"
             raise AnnotationError(f"{csv_file}, line 1", reason)
-        for row in reader:
+        width = len(header)
+        at = {name: header.index(name) for name in ("label", "time_start", "time_end", "split") if name in columns}
+        label_at, start_at, end_at, split_at = at["label"], at["time_start"], at["time_end"], at.get("split")
+        for fields in reader:
+            if not fields:
+                continue  # a blank line, as csv.DictReader skips it
             line = reader.line_num
-            if None in row or None in row.values():
-                raise AnnotationError(
-                    f"{csv_file}, line {line}", f"expected {len(reader.fieldnames)} fields as in the header"
-                )
-            if split is not None and row["split"] != split:
+            if len(fields) != width:
+                raise AnnotationError(f"{csv_file}, line {line}", f"expected {width} fields as in the header")
+            if split is not None and fields[split_at] != split:
                 continue
-            origin = f"{csv_file}, line {line}"
-            start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
-            row["time_start"], row["time_end"] = _whole(start), _whole(end)
             try:
-                relative = pattern.format(**row)
+                start, end = float(fields[start_at]), float(fields[end_at])
+                ok = 0.0 <= start < end < math.inf  # False for NaN too
+            except ValueError:
+                ok = False
+            if not ok:  # the checks again, slowly, for their message
+                origin = f"{csv_file}, line {line}"
+                row = dict(zip(header, fields, strict=True))
+                start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
+            values = dict(zip(header, fields, strict=True))
+            values["time_start"], values["time_end"] = _whole(start), _whole(end)
+            try:
+                relative = pattern.format(**values)
             except (ValueError, KeyError, IndexError) as exc:
+                origin = f"{csv_file}, line {line}"
                 raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
             if "//" in relative or "/./" in relative or relative.startswith(("./", "/")) or os.sep != "/":
                 relative = os.path.relpath(Path(root, relative), Path(root))  # as Path(root, relative) names it
-            name = row["label"]
+            name = fields[label_at]
             if label_of is None:
                 label = found.setdefault(name, len(found))
             else:
                 label = label_of.get(name, -1)
                 if label < 0:
+                    origin = f"{csv_file}, line {line}"
                     raise AnnotationError(origin, f"unknown label {name!r}: the classes are {_some(tuple(classes))}")
-            times = (None, None) if trimmed else (start, end)
-            builder.add(relative, label, *times, origin=(template, line))
+            if trimmed:
+                builder.add(relative, label, None, None, (template, line))
+            else:
+                builder.add(relative, label, start, end, (template, line))
     if not len(builder):
         what = csv_file if split is None else f"{csv_file} (split {split!r})"
         raise ValueError(f"{what} lists no video")
