@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import subprocess
 import sys
 from pathlib import Path
 
@@ -108,6 +109,25 @@ def test_a_dataset_pickles_small_and_makes_the_same_batches(kinetics):
     np.testing.assert_array_equal(copy(1)[0], first[0])
     np.testing.assert_array_equal(copy.get_batch(0, 5)[0], data.get_batch(0, 5)[0])
     assert len(blob) < 4096  # arrays and a few strings: no per-sample objects, no epoch order
+
+
+def test_a_dataset_unpickled_in_a_fresh_process_makes_the_same_batch(kinetics, tmp_path):
+    """What a spawned worker process gets: the pickle alone, no state of this process."""
+    data = kinetics_data(kinetics)
+    data.set_epoch(3)
+    clips, labels = data.get_batch(1, 3)
+    script = (
+        "import pickle, sys, numpy as np; data = pickle.load(sys.stdin.buffer); "
+        "clips, labels = data.get_batch(1, 3); np.save(sys.argv[1], clips); print(labels.tolist(), data.epoch)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "clips.npy")],
+        input=pickle.dumps(data), capture_output=True, timeout=120, check=False,
+        env=os.environ | {"PARALLEL_LOADER_VIDEO_INDEX": "off"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split() == [*str(labels.tolist()).split(), "3"]
+    np.testing.assert_array_equal(np.load(tmp_path / "clips.npy"), clips)
 
 
 def test_sample_lists_are_compact_and_index_and_slice_like_tuples(tmp_path):
