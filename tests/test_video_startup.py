@@ -22,6 +22,7 @@ from parallel_loader.video import (
     VideoDataset,
     VideoFolder,
     VideoSample,
+    file_pass,
     kinetics_samples,
     sample_list,
     ucf101_samples,
@@ -196,7 +197,8 @@ def test_ucf_and_folder_readers_open_no_video(tmp_path, opened):
     assert len(VideoDataset(samples, 1, 4)) == 2 and opened == []
 
 
-def test_exact_counts_index_every_file_on_threads_with_progress_in_the_log(kinetics, caplog):
+def test_exact_counts_index_every_file_on_threads_with_progress_in_the_log(kinetics, caplog, monkeypatch):
+    monkeypatch.setattr(file_pass, "_is_terminal", lambda stream: False)  # as in a job's log, even under pytest -s
     with caplog.at_level(logging.INFO, logger="parallel_loader.video.file_pass"):
         data = kinetics_data(kinetics, exact_counts=True, index_cache=IndexCache(None))
     assert len(data.index_cache) == 8
