@@ -185,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     keys = [
         "construct_s",
         "find_missing_s",
+        "stat_each_s",
         "rss_mb",
         "peak_mb",
         "pickle_s",
