@@ -116,6 +116,15 @@ class Quarantine:
     def __contains__(self, key: object) -> bool:
         return key in self.reasons
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without its lock (a dataset sent to a worker process takes its quarantine along)."""
+        with self._lock:
+            return {"memory": self.memory, "reasons": dict(self.reasons), "_looked_up": set(self._looked_up)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __len__(self) -> int:
         return len(self.reasons)
 

@@ -20,6 +20,7 @@ from benchmarks import (
     epoch_boundary,
     feed_vs_queue,
     queue_overhead,
+    startup,
     sweep,
     video_cold,
     video_decode,
@@ -230,6 +231,15 @@ def test_video_families(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert " h264-ts |" in out and " mpeg2-ps |" in out
     assert "target mpeg2-ps late clip <= 0.3x from frame 0:" in out
     assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
+
+
+def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = startup.main(["--rows", "500", "--rounds", "1", "--out", str(tmp_path)])
+    run = results["500"]
+    assert run["opened"][0] == 0 and run["opened"][1] > 0  # nothing opened constructing; the first batch reads
+    assert all(_finite(float(run["medians"][key])) for key in ("construct_s", "pickle_mb", "first_batch_s"))
+    assert " 500 |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "startup.json").read_text())["results"]["500"]["opened"][0] == 0
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

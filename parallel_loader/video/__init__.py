@@ -18,19 +18,23 @@ One concept per module:
 * ``pixels``: decoded frames to RGB arrays: any pixel format and size, turned as
   the display matrix says.
 * ``errors``: ``VideoDecodeError``, which names the file that failed.
-* ``annotations``: ``SampleList``, which videos (or segments of videos) a data
-  set holds and their labels, and readers for folder trees, UCF101 and HMDB51
+* ``samples``: ``SampleList``, which videos (or segments of videos) a data
+  set holds and their labels, kept in compact columns (a million samples in
+  tens of megabytes, cheap to slice and pickle).
+* ``annotations``: readers of sample lists for folder trees, UCF101 and HMDB51
   split files, Kinetics-style CSVs and explicit lists.
 * ``sampling``: which frames and which pixels make a clip (random clip,
   TSN-style segments, crops, multi-view evaluation).
 * ``dataset``: ``VideoDataset``, a ``YieldFunction`` over a sample list.
 * ``folder``: ``VideoFolder``, the ``VideoDataset`` of a tree ``root/<class>/<video>``.
+* ``file_pass``: a pass over every file (``exact_counts``, the check and index
+  commands) on threads, with a progress bar on a terminal and log lines elsewhere.
 * ``check``: ``python -m parallel_loader.video.check``, the pre-flight check that lists
   broken files (not imported here: it runs them through a ``DataLoader``).
 
 Every public name is re-exported here, so ``from parallel_loader.video import
 VideoFolder, read_clip`` works whichever module defines it. Nothing here starts
-or knows of threads.
+or knows of threads but ``file_pass`` (and ``check``, through a loader).
 """
 
 from .annotations import (

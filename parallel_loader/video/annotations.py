@@ -29,11 +29,12 @@ import math
 import os
 import string
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+
+from .samples import SampleList, SampleListBuilder, VideoSample, common_folder
 
 __all__ = [
     "VIDEO_EXTENSIONS",
@@ -77,45 +78,6 @@ class AnnotationError(ValueError):
         super().__init__(f"{origin}: {reason}")
 
 
-@dataclass(frozen=True)
-class VideoSample:
-    """One sample: a video file, its label, and optionally the segment to sample from.
-
-    Attributes:
-        path: the video file.
-        label: the index of the sample's class in its ``SampleList``'s ``classes``.
-        start: where the segment starts, in seconds; ``None`` for the start of the video.
-        end: where it ends (exclusive), in seconds; ``None`` for the end of the video.
-        origin: where the sample was listed, such as ``"trainlist01.txt, line 17"``;
-            empty for a sample found by scanning a folder.
-    """
-
-    path: str
-    label: int
-    start: float | None = None
-    end: float | None = None
-    origin: str = ""
-
-
-@dataclass(frozen=True)
-class SampleList:
-    """Class names in label order, and the samples.
-
-    Attributes:
-        classes: the class names; a sample's ``label`` indexes this.
-        samples: the samples, in the order they were listed.
-    """
-
-    classes: tuple[str, ...]
-    samples: tuple[VideoSample, ...]
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __iter__(self) -> Iterator[VideoSample]:
-        return iter(self.samples)
-
-
 def sample_list(
     rows: Sequence[Sequence[object]],
     classes: Sequence[str] | None = None,
@@ -143,7 +105,8 @@ def sample_list(
     """
     if len(rows) == 0:
         raise ValueError("the sample list is empty")
-    parsed: list[tuple[str, object, float | None, float | None, str]] = []
+    parsed: list[tuple[str, float | None, float | None]] = []
+    labels: list[object] = []
     for i, row in enumerate(rows):
         origin = f"sample {i}"
         if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) not in (2, 4):
@@ -154,8 +117,8 @@ def sample_list(
         if root is not None:
             path = os.path.join(root, path)
         start, end = (row[2], row[3]) if len(row) == 4 else (None, None)
-        parsed.append((path, row[1], *_segment(origin, start, end), origin))
-    labels = [label for _, label, _, _, _ in parsed]
+        parsed.append((path, *_segment(origin, start, end)))
+        labels.append(row[1])
     if all(isinstance(label, str) for label in labels):
         names = sorted(set(labels)) if classes is None else list(classes)
         index = {name: k for k, name in enumerate(names)}
@@ -165,12 +128,14 @@ def sample_list(
         lookup = {label: int(label) if 0 <= label < len(names) else None for label in labels}
     else:
         raise AnnotationError("the sample list", "labels must be all ints (class indices) or all strings (class names)")
-    samples = []
-    for path, label, start, end, origin in parsed:
+    for i, label in enumerate(labels):
         if lookup[label] is None:
-            raise AnnotationError(origin, f"unknown class {label!r}: the classes are {_some(names)}")
-        samples.append(VideoSample(path, lookup[label], start, end, origin))
-    return excluding(SampleList(tuple(names), tuple(samples)), exclude)
+            raise AnnotationError(f"sample {i}", f"unknown class {label!r}: the classes are {_some(names)}")
+    prefix = common_folder([path for path, _, _ in parsed])
+    builder = SampleListBuilder(prefix)
+    for i, (path, start, end) in enumerate(parsed):
+        builder.add(path[len(prefix) :], lookup[labels[i]], start, end, origin=("sample {}", i))
+    return excluding(builder.build(names), exclude)
 
 
 def root_path(root: object) -> Path:
@@ -231,20 +196,24 @@ def folder_samples(
         missing = [c for c in classes if not (root / c).is_dir()]
         if missing:
             raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
-    samples: list[VideoSample] = []
+    builder = SampleListBuilder(os.path.join(str(root), ""))
     for label, name in enumerate(classes):
         files = sorted(
-            p
-            for p in (root / name).iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in extensions
+            entry.name
+            for entry in os.scandir(root / name)
+            if entry.is_file()
+            and not entry.name.startswith(".")
+            and os.path.splitext(entry.name)[1].lower() in extensions
         )
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
                 f"every class folder needs at least one{_one_level_down(root, name, extensions)}"
             )
-        samples.extend(VideoSample(str(p), label) for p in files)
-    return excluding(SampleList(tuple(classes), tuple(samples)), exclude)
+        folder = str(Path(name)) + os.sep
+        for file in files:
+            builder.add(folder + file, label)
+    return excluding(builder.build(tuple(classes)), exclude)
 
 
 def ucf101_samples(
@@ -400,39 +369,73 @@ def kinetics_samples(
     fields_used = {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
     if trimmed is None:
         trimmed = bool(fields_used & {"time_start", "time_end"})
-    rows: list[tuple[str, str, float, float, str]] = []  # (label, path, start, end, origin)
+    builder = SampleListBuilder(os.path.join(str(Path(root)), ""))
+    label_of = None if classes is None else {name: k for k, name in enumerate(classes)}
+    found: dict[str, int] = {}  # without classes: label -> its number in order of first appearance
+    template = str(csv_file).replace("{", "{{").replace("}", "}}") + ", line {}"
     with open(csv_file, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        columns = set(reader.fieldnames or ())
+        reader = csv.reader(f)  # rows as lists, made into dicts for the pattern: a million rows in seconds
+        header = next(reader, [])
+        columns = set(header)
         missing = [c for c in (*_KINETICS_COLUMNS, *(["split"] if split is not None else [])) if c not in columns]
         unknown = sorted(fields_used - columns)
         if missing or unknown:
             what = f"{missing}" if missing else f"{unknown} that the pattern names"
             reason = f"the header lacks the column(s) {what}; it has {sorted(columns)}"
             raise AnnotationError(f"{csv_file}, line 1", reason)
-        for row in reader:
-            origin = f"{csv_file}, line {reader.line_num}"
-            if None in row or None in row.values():
-                raise AnnotationError(origin, f"expected {len(reader.fieldnames)} fields as in the header")
-            if split is not None and row["split"] != split:
+        width = len(header)
+        at = {name: header.index(name) for name in ("label", "time_start", "time_end", "split") if name in columns}
+        label_at, start_at, end_at, split_at = at["label"], at["time_start"], at["time_end"], at.get("split")
+        for fields in reader:
+            if not fields:
+                continue  # a blank line, as csv.DictReader skips it
+            line = reader.line_num
+            if len(fields) != width:
+                raise AnnotationError(f"{csv_file}, line {line}", f"expected {width} fields as in the header")
+            if split is not None and fields[split_at] != split:
                 continue
-            start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
-            values = {k: v for k, v in row.items()} | {"time_start": _whole(start), "time_end": _whole(end)}
+            try:
+                start, end = float(fields[start_at]), float(fields[end_at])
+                ok = 0.0 <= start < end < math.inf  # False for NaN too
+            except ValueError:
+                ok = False
+            if not ok:  # the checks again, slowly, for their message
+                origin = f"{csv_file}, line {line}"
+                row = dict(zip(header, fields, strict=True))
+                start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
+            values = dict(zip(header, fields, strict=True))
+            values["time_start"], values["time_end"] = _whole(start), _whole(end)
             try:
                 relative = pattern.format(**values)
             except (ValueError, KeyError, IndexError) as exc:
+                origin = f"{csv_file}, line {line}"
                 raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
-            rows.append((row["label"], str(Path(root, relative)), start, end, origin))
-    names = tuple(sorted({label for label, *_ in rows}) if classes is None else classes)
-    label_of = {name: k for k, name in enumerate(names)}
-    samples = []
-    for label, path, start, end, origin in rows:
-        if label not in label_of:
-            raise AnnotationError(origin, f"unknown label {label!r}: the classes are {_some(names)}")
-        times = (None, None) if trimmed else (start, end)
-        samples.append(VideoSample(path, label_of[label], *times, origin=origin))
-    what = csv_file if split is None else f"{csv_file} (split {split!r})"
-    return excluding(SampleList(names, _nonempty(samples, what)), exclude)
+            if "//" in relative or "/./" in relative or relative.startswith(("./", "/")) or os.sep != "/":
+                relative = os.path.relpath(Path(root, relative), Path(root))  # as Path(root, relative) names it
+            name = fields[label_at]
+            if label_of is None:
+                label = found.setdefault(name, len(found))
+            else:
+                label = label_of.get(name, -1)
+                if label < 0:
+                    origin = f"{csv_file}, line {line}"
+                    raise AnnotationError(origin, f"unknown label {name!r}: the classes are {_some(tuple(classes))}")
+            if trimmed:
+                builder.add(relative, label, None, None, (template, line))
+            else:
+                builder.add(relative, label, start, end, (template, line))
+    if not len(builder):
+        what = csv_file if split is None else f"{csv_file} (split {split!r})"
+        raise ValueError(f"{what} lists no video")
+    if label_of is None:
+        names = tuple(sorted(found))
+        rank = {name: k for k, name in enumerate(names)}
+        renumber = np.array([rank[name] for name in found], dtype=np.int32)
+        built = builder.build(names)
+        built = builder.build(names, renumber[built.labels])
+    else:
+        built = builder.build(tuple(classes))
+    return excluding(built, exclude)
 
 
 def excluded_paths(exclude: Exclude) -> frozenset[str]:
@@ -475,12 +478,13 @@ def excluding(samples: SampleList, exclude: Exclude) -> SampleList:
     left_out = excluded_paths(exclude)
     if not left_out:
         return samples
-    kept = tuple(s for s in samples.samples if _normal(s.path) not in left_out)
-    if not kept:
+    mask = np.fromiter((_normal(p) not in left_out for p in samples.paths()), bool, len(samples))
+    if not mask.any():
         raise ValueError(f"every one of the {len(samples)} samples is in the excluded files: none left")
-    if len(kept) < len(samples):
-        log.info("left out %d of %d samples whose files are excluded", len(samples) - len(kept), len(samples))
-    return SampleList(samples.classes, kept)
+    if not mask.all():
+        log.info("left out %d of %d samples whose files are excluded", len(samples) - mask.sum(), len(samples))
+        return samples.keep(mask)
+    return samples
 
 
 def _normal(path: str) -> str:

@@ -20,7 +20,8 @@ What to check:
   ``trainlist01.txt`` is one).
 
 Relative paths of a list or CSV are relative to ``--root`` (default: the
-list's folder). The files are checked by ``--threads`` loader threads: this
+list's folder). The files are checked by ``--threads`` loader threads, with a
+progress bar on a terminal and a log line every few percent otherwise: this
 command composes the loader (``DataLoader``) and the video code, as ``Train``
 composes the loader and TensorFlow; ``check_file`` itself knows nothing of threads.
 """
@@ -41,6 +42,7 @@ from ..yield_function import YieldFunction
 from .annotations import VIDEO_EXTENSIONS, kinetics_samples
 from .decode import probe
 from .errors import VideoDecodeError
+from .file_pass import FileProgress, log_progress_to_stderr
 from .index import default_index_cache
 
 __all__ = ["check_file", "check_videos", "find_videos", "main"]
@@ -77,7 +79,7 @@ def find_videos(source: str | os.PathLike[str], root: str | os.PathLike[str] | N
                 f.seek(0)
                 return [str(base / row["path"]) for row in csv.DictReader(f) if row.get("path")]
         if columns >= _KINETICS_COLUMNS:
-            return sorted({sample.path for sample in kinetics_samples(source, base)})
+            return sorted(set(kinetics_samples(source, base).paths()))
         raise ValueError(
             f"{source}: a CSV needs a 'path' column or the Kinetics columns {sorted(_KINETICS_COLUMNS)}; "
             f"it has {sorted(columns)}"
@@ -132,20 +134,20 @@ def check_videos(paths: Sequence[str], threads: int = 4, min_frames: int = 1, pr
         paths: the files to check.
         threads: how many files are decoded at once.
         min_frames: fewer frames than this make a file broken.
-        progress: show a progress bar (tqdm, on stderr).
+        progress: show the progress: a bar when stderr is a terminal, else a
+            log line every few percent (see ``file_pass.FileProgress``).
     """
     broken: dict[str, str] = {}
     if not paths:
         return broken
-    with DataLoader(_Checks(paths, min_frames), num_threads=threads, max_len=2 * threads, name="check") as loader:
-        batches = iter(loader)
-        if progress:
-            from tqdm import tqdm
-
-            batches = tqdm(batches, total=len(paths), unit="file", desc="checking videos")
-        for path, reason in batches:
+    with (
+        DataLoader(_Checks(paths, min_frames), num_threads=threads, max_len=2 * threads, name="check") as loader,
+        FileProgress(len(paths), "checking videos", show=progress) as shown,
+    ):
+        for path, reason in loader:
             if reason is not None:
                 broken[path] = reason
+            shown.update({"broken": len(broken)})
     return dict(sorted(broken.items()))
 
 
@@ -160,8 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4, help="files checked at once (default 4)")
     parser.add_argument("--min-frames", type=int, default=1, help="fewer frames than this count as broken")
     parser.add_argument("--out", help="write the broken files here as JSON lines (path, reason)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress (a bar on a terminal, a line every 5%% otherwise)"
+    )
     args = parser.parse_args(argv)
+    if not args.no_progress:
+        log_progress_to_stderr()
     if args.threads < 1 or args.min_frames < 1:
         parser.error("--threads and --min-frames must be at least 1")
     try:

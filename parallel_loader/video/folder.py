@@ -55,6 +55,7 @@ class VideoFolder(VideoDataset):
         exclude: files to leave out: paths, or the JSON-lines file the check command writes.
         quarantine: where bad videos are kept, see ``VideoDataset``.
         index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
+        find_missing: name files gone since the folders were listed, see ``VideoDataset``.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -86,6 +87,7 @@ class VideoFolder(VideoDataset):
         exclude: Exclude = None,
         quarantine: Quarantine | None = None,
         index_cache: IndexCache | None = None,
+        find_missing: bool = True,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -106,6 +108,7 @@ class VideoFolder(VideoDataset):
             num_crops=num_crops,
             quarantine=quarantine,
             index_cache=index_cache,
+            find_missing=find_missing,
         )
 
     def _describe(self) -> str:

@@ -7,7 +7,8 @@ the list's directory, ``#`` starts a comment). Indexes go to the store every
 ``IndexCache`` reads by default (``--cache`` for another directory), so a
 training run then finds them all made. A run is resumable: an index already in
 the store is found, not made again, and every index is written as soon as it
-is made, so an interrupted run loses none. At the end it lists the files whose
+is made, so an interrupted run loses none. Progress shows as a bar on a
+terminal and as a log line every few percent otherwise. At the end it lists the files whose
 seeks are not exact (their clips are decoded from the first frame) and why,
 and the files that cannot be read as videos.
 """
@@ -21,10 +22,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from tqdm import tqdm
-
 from ..annotations import VIDEO_EXTENSIONS
 from ..errors import VideoDecodeError
+from ..file_pass import FileProgress, log_progress_to_stderr
 from ..source import local_key
 from . import IndexCache
 
@@ -54,8 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("root_or_list", help="a directory of videos, or a file listing them one a line")
     parser.add_argument("--threads", type=int, default=4, help="files indexed at once (default 4)")
     parser.add_argument("--cache", help="the store's directory (default: where IndexCache() keeps indexes)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress (a bar on a terminal, a line every 5%% otherwise)"
+    )
     args = parser.parse_args(argv)
+    if not args.quiet:
+        log_progress_to_stderr()
     if args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     cache = IndexCache() if args.cache is None else IndexCache(args.cache)
@@ -75,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with (
         ThreadPoolExecutor(args.threads, thread_name_prefix="index") as pool,
-        _Bar(total=len(paths), unit="video", disable=args.quiet, dynamic_ncols=True) as bar,
+        FileProgress(len(paths), "indexing videos", show=not args.quiet) as shown,
     ):
         futures = {pool.submit(one, path): path for path in paths}
         for future in as_completed(futures):
@@ -90,8 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if reason:
                     counts["not seekable"] += 1
                     unseekable.append((path, reason))
-            bar.update(1)
-            bar.set_postfix(counts, refresh=False)
+            shown.update(counts)
     cache.close()
     print(", ".join(f"{n} {what}" for what, n in counts.items()))
     for title, rows in (("not seekable (clips decoded from the first frame)", unseekable), ("failed", failed)):
@@ -100,10 +103,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for path, reason in sorted(rows):
                 print(f"  {path}: {reason}")
     return 1 if failed else 0
-
-
-class _Bar(tqdm):
-    monitor_interval = 0  # tqdm's monitor thread would outlive the bar (as in ``parallel_loader.progress``)
 
 
 if __name__ == "__main__":
