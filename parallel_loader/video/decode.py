@@ -42,6 +42,7 @@ from .errors import VideoDecodeError, require_file
 from .facts import PACKETS, VideoIndex
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
 from .index import IndexCache, default_index_cache
+from .source import is_url
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
 
@@ -65,6 +66,10 @@ def probe(path: str | os.PathLike[str]) -> VideoInfo:
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video.
     """
+    if is_url(path):  # OpenCV reads no object store: the header through the byte source
+        from .ranged import probe_remote
+
+        return probe_remote(str(path))
     capture = _open(path)
     try:
         return VideoInfo(
@@ -143,7 +148,7 @@ def read_clip(
     Each kept frame is scaled (area averaging) and converted to RGB in one pass.
 
     Args:
-        path: the video file.
+        path: the video file, or its URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``; see ``ranged``).
         start: the index of the first frame, counted from 0.
         clip_len: how many frames to return.
         stride: the step between returned frames.
@@ -164,6 +169,11 @@ def read_clip(
             or decoded after the seek. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
+    if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``ranged``)
+        from .ranged import read_clip as read_remote
+
+        cache = default_index_cache() if index_cache is None else index_cache
+        return read_remote(str(path), start, clip_len, stride, size, seek, cache)
     clip = _Clip(start, clip_len, stride, size)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
