@@ -42,9 +42,32 @@ class _Counting:
 
 
 class _Server(ThreadingHTTPServer):
+    """Joins its request threads on close, after shutting the connections clients keep open."""
+
     daemon_threads = True
     block_on_close = True
     allow_reuse_address = True
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.open_connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:
+        with self.connections_lock:
+            self.open_connections.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.connections_lock:
+                self.open_connections.discard(request)
+
+    def server_close(self) -> None:
+        with self.connections_lock:
+            for connection in self.open_connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+        super().server_close()
 
 
 class _Serving(_Counting):
@@ -84,7 +107,10 @@ class _RangeHandler(BaseHTTPRequestHandler):
 
     def _answer(self, head: bool) -> None:
         owner: RangeServer = self.server.owner  # type: ignore[attr-defined]
-        path = owner.root / self.path.lstrip("/").split("?")[0]
+        name = self.path.lstrip("/").split("?")[0]
+        path = owner.root / name
+        if name in owner.forbidden:
+            return self._empty(403, 0)
         if not path.is_file():
             return self._empty(404, 0)
         data = path.read_bytes()
@@ -102,6 +128,7 @@ class _RangeHandler(BaseHTTPRequestHandler):
                 start = max(0, len(data) - int(last))
             status = 206
         body = data[start:end]
+        owner.count(0 if head else len(body))  # before answering: a client that has its answer sees it counted
         self.send_response(status)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("ETag", etag)
@@ -111,20 +138,20 @@ class _RangeHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head:
             self.wfile.write(body)
-        owner.count(0 if head else len(body))
 
     def _empty(self, status: int, sent: int) -> None:
+        self.server.owner.count(sent)  # type: ignore[attr-defined]
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
-        self.server.owner.count(sent)  # type: ignore[attr-defined]
 
 
 class RangeServer(_Serving):
-    """A folder served over HTTP with Range, ETag and If-Match; ``url`` is its root."""
+    """A folder served over HTTP with Range, ETag and If-Match; ``url`` is its root; ``forbidden`` names get 403."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self.forbidden: set[str] = set()
         super().__init__(_RangeHandler)
 
 
@@ -163,6 +190,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             upstream.request(self.command, self.path, body=body, headers=headers)
             answer = upstream.getresponse()
             data = answer.read()
+            proxy.count(len(data))
             self.send_response(answer.status, answer.reason)
             for k, v in answer.getheaders():
                 if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
@@ -171,7 +199,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
-            proxy.count(len(data))
         finally:
             upstream.close()
 

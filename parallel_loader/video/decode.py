@@ -103,7 +103,7 @@ def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
     """
-    if exact:
+    if exact or is_url(path):  # a URL's index comes from its header: as cheap as the header's count
         return (default_index_cache() if index_cache is None else index_cache).get(path).frames
     capture = _open(path)
     try:

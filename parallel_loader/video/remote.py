@@ -43,7 +43,16 @@ from typing import Any
 from .errors import VideoDecodeError
 from .source import SourceKey
 
-__all__ = ["Network", "ObjectChanged", "RemoteObject", "configure", "is_url", "remote_object"]
+__all__ = [
+    "Network",
+    "ObjectChanged",
+    "RemoteObject",
+    "close",
+    "configure",
+    "forget_settings",
+    "is_url",
+    "remote_object",
+]
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +188,8 @@ def _filesystem(protocol: str, settings: _Settings) -> Any:
         }
         config.update(options.pop("config_kwargs", {}))
         options["config_kwargs"] = config
+    if protocol in ("s3", "http"):
+        options.setdefault("skip_instance_cache", True)  # ours alone: ``close`` closes only its connections
     try:
         return fsspec.filesystem(protocol, **options)
     except ImportError as exc:
@@ -361,8 +372,28 @@ class RemoteObject:
             backoff = min(backoff * 2, network.max_backoff_s)
 
 
-def reset_for_tests() -> None:
-    """Forget every ``configure`` setting and cached filesystem (tests start each from none)."""
+def close() -> None:
+    """Close the connections of every remote filesystem opened so far (a later read opens new ones)."""
+    from fsspec.asyn import sync
+
+    with _settings_lock:
+        opened = list(_filesystems.values())
+        _filesystems.clear()
+    for fs in opened:
+        client = getattr(fs, "_s3", None) or getattr(fs, "_session", None)
+        if client is None:
+            continue
+        try:
+            if getattr(fs, "_s3", None) is not None:
+                sync(fs.loop, client.__aexit__, None, None, None, timeout=10)
+            else:
+                sync(fs.loop, client.close, timeout=10)
+        except Exception as exc:  # closing is best effort: the connections go with the process anyway
+            log.debug("closing a %s connection pool: %s", type(fs).__name__, exc)
+
+
+def forget_settings() -> None:
+    """Close every connection (``close``) and forget every ``configure`` setting."""
+    close()
     with _settings_lock:
         _settings.clear()
-        _filesystems.clear()
