@@ -16,7 +16,16 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader
-from parallel_loader.video import VideoDataset, VideoDecodeError, frame_count, probe, ranged, read_clip, remote
+from parallel_loader.video import (
+    VideoDataset,
+    VideoDecodeError,
+    VideoFolder,
+    frame_count,
+    probe,
+    ranged,
+    read_clip,
+    remote,
+)
 from parallel_loader.video.index import IndexCache
 
 from .remote_servers import FaultProxy, RangeServer, s3_server
@@ -224,3 +233,29 @@ def test_a_loader_over_a_faulty_network_gives_the_batches_of_the_local_files(ser
         for (x, y), (xf, yf) in zip(epoch_expected, epoch_faulted, strict=True):
             np.testing.assert_array_equal(x, xf)
             np.testing.assert_array_equal(y, yf)
+
+
+def test_a_video_folder_at_a_url_lists_its_classes_and_gives_the_local_batches(servers, tmp_path):
+    proxy, _ = servers
+    root = tmp_path / "tree"
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    client.create_bucket(Bucket="tree")
+    for c, name in enumerate(("walk", "run")):
+        for k in range(3):
+            path = write_video(root / name / f"v{k}.avi", 14 + k, video_id=3 * c + k)
+            client.upload_file(str(path), "tree", f"train/{name}/v{k}.avi")
+    (root / "run" / "notes.txt").write_text("not a video")
+    client.upload_file(str(root / "run" / "notes.txt"), "tree", "train/run/notes.txt")
+    client.close()
+    args = dict(batch_size=2, clip_len=4, stride=2, size=(16, 20), seed=4)
+    remote_folder = VideoFolder("s3://tree/train", index_cache=IndexCache(tmp_path / "remote"), **args)
+    local_folder = VideoFolder(root, index_cache=IndexCache(tmp_path / "local"), **args)
+    assert list(remote_folder.classes) == list(local_folder.classes) == ["run", "walk"]
+    assert [s[0] for s in remote_folder.samples] == [
+        f"s3://tree/train/{s[0][len(str(root)) + 1 :]}" for s in local_folder.samples
+    ]
+    for i in range(len(local_folder)):
+        for got, expected in zip(remote_folder(i), local_folder(i), strict=True):
+            np.testing.assert_array_equal(got, expected)
+    with pytest.raises(FileNotFoundError, match="video root folder not found"):
+        VideoFolder("s3://tree/nothing", **args)

@@ -35,6 +35,8 @@ from typing import Literal
 
 import numpy as np
 
+from .source import is_url
+
 __all__ = [
     "VIDEO_EXTENSIONS",
     "AnnotationError",
@@ -174,9 +176,13 @@ def sample_list(
 
 
 def root_path(root: object) -> Path:
-    """``root`` as a ``Path``, refusing what is not a path (``None``, say) with a clear message."""
+    """``root`` as a ``Path`` (a URL: a ``remote.RemotePath``), refusing what is not a path with a clear message."""
     if not isinstance(root, str | os.PathLike):
         raise TypeError(f"root must be the path of a folder of class folders, got {type(root).__name__} {root!r}")
+    if is_url(root):
+        from .remote import RemotePath
+
+        return RemotePath(os.fspath(root))  # type: ignore[return-value]
     return Path(root)
 
 
@@ -307,7 +313,7 @@ def ucf101_samples(
             raise AnnotationError(
                 origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
             )
-        samples.append(VideoSample(str(Path(root, relative)), label, origin=origin))
+        samples.append(VideoSample(str(root_path(root) / relative), label, origin=origin))
     return excluding(SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
 
 
@@ -357,7 +363,7 @@ def hmdb51_samples(
             if len(fields) != 2 or fields[1] not in ("0", "1", "2"):
                 raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
             if fields[1] == marks[subset]:
-                samples.append(VideoSample(str(Path(root, name, fields[0])), label, origin=origin))
+                samples.append(VideoSample(str(root_path(root) / name / fields[0]), label, origin=origin))
     return excluding(SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
 
 
@@ -422,7 +428,7 @@ def kinetics_samples(
                 relative = pattern.format(**values)
             except (ValueError, KeyError, IndexError) as exc:
                 raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
-            rows.append((row["label"], str(Path(root, relative)), start, end, origin))
+            rows.append((row["label"], str(root_path(root) / relative), start, end, origin))
     names = tuple(sorted({label for label, *_ in rows}) if classes is None else classes)
     label_of = {name: k for k, name in enumerate(names)}
     samples = []
