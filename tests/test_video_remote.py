@@ -26,7 +26,9 @@ from parallel_loader.video import (
     read_clip,
     remote,
 )
+from parallel_loader.video.check import find_videos
 from parallel_loader.video.index import IndexCache
+from parallel_loader.video.index.__main__ import main as index_command
 
 from .remote_servers import FaultProxy, RangeServer, s3_server
 from .video_files import write_encoded_video, write_video
@@ -259,3 +261,15 @@ def test_a_video_folder_at_a_url_lists_its_classes_and_gives_the_local_batches(s
             np.testing.assert_array_equal(got, expected)
     with pytest.raises(FileNotFoundError, match="video root folder not found"):
         VideoFolder("s3://tree/nothing", **args)
+
+
+def test_the_index_and_check_commands_take_a_url_prefix(servers, videos, tmp_path, capsys):
+    directory = tmp_path / "index"
+    assert index_command(["s3://videos/train", "--cache", str(directory), "--quiet"]) == 0
+    assert "4 videos from s3://videos/train" in capsys.readouterr().out
+    cache = IndexCache(directory)
+    for name, path in videos.items():
+        _, index, extra = cache.latest(f"s3://videos/train/{name}")
+        assert index.frames == frame_count(path, index_cache=IndexCache(None))
+        assert extra  # the packet table that plans each clip's one read
+    assert find_videos("s3://videos/train") == sorted(f"s3://videos/train/{name}" for name in videos)

@@ -42,6 +42,7 @@ from .annotations import VIDEO_EXTENSIONS, kinetics_samples
 from .decode import probe
 from .errors import VideoDecodeError
 from .index import default_index_cache
+from .source import is_url
 
 __all__ = ["check_file", "check_videos", "find_videos", "main"]
 
@@ -57,6 +58,10 @@ def find_videos(source: str | os.PathLike[str], root: str | os.PathLike[str] | N
         FileNotFoundError: ``source`` does not exist.
         ValueError: a CSV has neither a ``path`` column nor the Kinetics columns.
     """
+    if is_url(source):  # a URL's prefix: every video object under it
+        from .index.__main__ import video_files
+
+        return [p for p in video_files(source) if not any(part.startswith(".") for part in p.split("/")[3:])]
     source = Path(source)
     if not source.exists():
         raise FileNotFoundError(2, "no folder, list or CSV of videos here", str(source))

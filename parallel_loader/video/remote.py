@@ -472,6 +472,13 @@ class RemotePath(os.PathLike):
             found.append(RemotePath(url, kind))
         return found
 
+    def files(self) -> list[RemotePath]:
+        """Every object under this folder, at any depth (one recursive listing)."""
+        remote = remote_object(self.url)
+        names = remote._retry(lambda timeout: remote.fs.find(remote._path))
+        base = remote._path.rstrip("/")
+        return [RemotePath(f"{self.url}{name[len(base) :]}", "file") for name in names if name.startswith(base)]
+
     def _kind_now(self) -> str:
         if self._kind is None:
             remote = remote_object(self.url)
