@@ -195,7 +195,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             for k, v in answer.getheaders():
                 if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
                     self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
+            length = answer.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

@@ -104,6 +104,8 @@ def test_every_clip_equals_the_local_files_in_few_requests(servers, videos, name
     first = read_clip(url, 5, 8, index_cache=cache)
     np.testing.assert_array_equal(first, local(path, 5, 8))
     assert proxy.requests <= first_most
+    made, expected = cache.latest(url)[1], IndexCache(None).get(path)
+    assert (made.frames, made.keyframes, made.seekable) == (expected.frames, expected.keyframes, True)
     if name == "long.mp4":
         # The header's reads and the clip's packets: two of the file's 20 groups of pictures at most.
         assert proxy.bytes <= SMALL_TAIL + SMALL_HEAD + 2 * path.stat().st_size / 20

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import io
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,7 +55,7 @@ __all__ = ["PacketTable", "RangeFile", "probe_remote", "read_clip", "remote_inde
 
 log = logging.getLogger(__name__)
 
-TAIL_BYTES = 512 << 10  # the first read: an object this small comes whole
+TAIL_BYTES = 256 << 10  # the first read (a 5-minute MP4's moov is ~120 KB); a smaller object comes whole
 HEAD_BYTES = 64 << 10  # the second, for a file whose first bytes say MP4/MOV
 BLOCK_BYTES = 1 << 20  # what a RangeFile fetches for a read it does not hold
 _MOV_BRANDS = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
@@ -261,7 +262,13 @@ def _index(remote: RemoteObject, cache: IndexCache) -> tuple[SourceKey, VideoInd
 def _from_header(
     remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes]
 ) -> tuple[VideoIndex | str, PacketTable | None]:
-    """An MP4/MOV's index and packet table from its header, the media data read as zeros."""
+    """An MP4/MOV's index and packet table from its header, the media data read as zeros.
+
+    Offsets, sizes and timestamps come from the sample tables; which packets are
+    keyframes from the sync-sample table (``stream.index_entries``, copied at
+    once: PyAV 18.1's entries go stale once demuxing starts), since with zeros
+    for data FFmpeg's parser cannot see a keyframe.
+    """
     made: list[VideoIndex | str] = []
     packets: list[tuple[int, int, int, bool]] = []
     for _ in range(2):  # once for the index, once for the table; the header's bytes are held after the first
@@ -275,19 +282,42 @@ def _from_header(
                 return "no video stream", None
             stream = container.streams.video[0]
             stream.codec_context.thread_count = 1
+            sync = {entry.pos for entry in stream.index_entries if entry.is_keyframe}
             source.zero_fill = True
             if not made:
-                made.append(from_packets(container, stream, key.size))
+                made.append(from_packets(_SyncKeyed(container, sync), stream, key.size))
                 if not isinstance(made[0], VideoIndex):
                     return made[0], None
                 continue
             for packet in container.demux(stream):
                 if packet.size:
-                    packets.append((packet.pos, packet.size, packet.pts, packet.is_keyframe))
+                    packets.append((packet.pos, packet.size, packet.pts, packet.pos in sync))
             table = _table_of(stream, packets)
         finally:
             container.close()
     return made[0], table
+
+
+class _SyncKeyed:
+    """A container whose packets' keyframe flags are the sync-sample table's (see ``_from_header``)."""
+
+    def __init__(self, container: av.container.InputContainer, sync: set[int]) -> None:
+        self.format, self._container, self._sync = container.format, container, sync
+
+    def demux(self, stream: av.video.stream.VideoStream) -> Iterator[_Keyed]:
+        for packet in self._container.demux(stream):
+            yield _Keyed(packet, packet.pos in self._sync)
+
+
+class _Keyed:
+    def __init__(self, packet: av.Packet, is_keyframe: bool) -> None:
+        self._packet, self.is_keyframe = packet, is_keyframe
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._packet, name)
+
+    def __bytes__(self) -> bytes:
+        return bytes(self._packet)
 
 
 def _table_of(stream: av.video.stream.VideoStream, packets: list[tuple[int, int, int, bool]]) -> PacketTable | None:
