@@ -275,3 +275,23 @@ def test_the_index_and_check_commands_take_a_url_prefix(servers, videos, tmp_pat
         assert index.frames == frame_count(path, index_cache=IndexCache(None))
         assert extra  # the packet table that plans each clip's one read
     assert find_videos("s3://videos/train") == sorted(f"s3://videos/train/{name}" for name in videos)
+
+
+def test_the_remote_benchmark_runs(capsys):
+    from benchmarks import video_remote
+
+    report = video_remote.main(["--threads", "2", "--clips", "3", "--short", "1", "--long", "1", "--long-seconds", "2"])
+    readers = {row[1] for row in report["rows"]}
+    assert readers == {"local", "parallel_loader", "fsspec+PyAV"}
+    assert all(row[4] == 1.0 for row in report["rows"] if row[1] == "parallel_loader")  # one request a clip
+    assert "remote / fsspec+PyAV" in capsys.readouterr().out
+
+
+def test_file_urls_read_through_fsspec(videos, tmp_path):
+    cache = IndexCache(tmp_path)
+    url = videos["long.mp4"].as_uri()
+    for start in (0, 50, 200):
+        np.testing.assert_array_equal(read_clip(url, start, 8, index_cache=cache), local(videos["long.mp4"], start, 8))
+    key, index, extra = cache.latest(url)
+    assert (key.size, index.frames) == (videos["long.mp4"].stat().st_size, 240)
+    assert extra
