@@ -16,6 +16,7 @@ import functools
 import itertools
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from .decode import _check_clip_args, frame_count, probe, read_clip
 from .errors import VideoDecodeError
 from .index import IndexCache, default_index_cache
 from .sampling import CROP_COUNTS, SAMPLINGS, Sampling, crops, frames_needed, temporal_views
-from .source import exists
+from .source import is_url
 
 __all__ = ["VideoDataset"]
 
@@ -396,7 +397,8 @@ class VideoDataset(YieldFunction):
     def _open_all(self, samples: Sequence[VideoSample]) -> list[_Video]:
         """Read every sample's frame range from its file's header; raise for, or skip, the bad ones."""
         if self.on_error == "raise":
-            missing = [s for s in samples if not exists(s.path)]
+            # A URL is checked by its first read: asking the store first would cost a request per video.
+            missing = [s for s in samples if not is_url(s.path) and not os.path.exists(s.path)]
             if missing:
                 listed = "; ".join(f"{s.path}{_listed(s.origin)}" for s in missing[:5])
                 more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""

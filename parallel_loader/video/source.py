@@ -25,7 +25,7 @@ from av.container import InputContainer
 
 from .errors import VideoDecodeError, require_file
 
-__all__ = ["Fetched", "SourceKey", "exists", "is_url", "local_key", "open_container", "source_key"]
+__all__ = ["Fetched", "SourceKey", "is_url", "local_key", "open_container", "source_key"]
 
 
 class SourceKey(NamedTuple):
@@ -94,21 +94,6 @@ def source_key(path: str | os.PathLike[str]) -> SourceKey:
 
         return remote_object(str(path)).key()
     return local_key(path)
-
-
-def exists(path: str | os.PathLike[str]) -> bool:
-    """Whether there is something at ``path`` (a URL: one request; an error other than "not found" says yes)."""
-    if isinstance(path, Fetched):
-        return True
-    if is_url(path):
-        try:
-            source_key(path)
-        except FileNotFoundError:
-            return False
-        except (VideoDecodeError, OSError):
-            return True  # there may be: the read itself will say what is wrong
-        return True
-    return os.path.exists(path)
 
 
 def open_container(path: str | os.PathLike[str]) -> InputContainer:
