@@ -208,6 +208,7 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
         codec.codec_tag = table.codec_tag
     codec.width, codec.height = table.width, table.height
     previous = -1
+    skipping = False  # whether the decoder skips frames nothing refers to (as ``frames.frames_from``)
     try:
         for j in [*range(first, stop), None]:
             if j is None:
@@ -217,6 +218,11 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
                 packet = av.Packet(length)  # zero-padded; bytes copied in (see the video notes)
                 memoryview(packet)[:] = data[offset : offset + length]
                 packet.pts = int(table.pts[j])
+                i = index.frame_at(packet.pts)
+                skip = not (i is None or i == first_frame or clip.wants(i))
+                if skip != skipping:
+                    codec.skip_frame = "NONREF" if skip else "DEFAULT"
+                    skipping = skip
             for frame in codec.decode(packet):
                 i = index.frame_at(frame.pts)
                 if i is None:
