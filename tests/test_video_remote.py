@@ -295,3 +295,17 @@ def test_file_urls_read_through_fsspec(videos, tmp_path):
     key, index, extra = cache.latest(url)
     assert (key.size, index.frames) == (videos["long.mp4"].stat().st_size, 240)
     assert extra
+
+
+def test_a_clip_past_the_end_of_an_outdated_index_reads_the_new_object(servers, videos, tmp_path, monkeypatch):
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    client.upload_file(str(videos["short.mp4"]), "videos", "growing.mp4")
+    cache = IndexCache(tmp_path)
+    assert frame_count("s3://videos/growing.mp4", index_cache=cache) == 48
+    client.upload_file(str(videos["long.mp4"]), "videos", "growing.mp4")
+    client.close()
+    clip = read_clip("s3://videos/growing.mp4", 200, 8, index_cache=cache)  # past the 48 frames once indexed
+    np.testing.assert_array_equal(clip, local(videos["long.mp4"], 200, 8))
+    assert cache.latest("s3://videos/growing.mp4")[1].frames == 240

@@ -185,7 +185,12 @@ def read_clip(
         log.info("video %s: %s in a ranged read; reading it whole", url, problem)
         break
     if fetched is None:
-        fetched = _fetch(remote, key)
+        try:
+            fetched = _fetch(remote, key)
+        except ObjectChanged as exc:  # the kept index is of an older version: index this one
+            log.info("%s; indexing it again", exc)
+            key, index, table, fetched = _index(remote, cache)
+            fetched = fetched or _fetch(remote, key)
     return read_local(fetched, start, clip_len, stride, size, index_cache=cache)
 
 
