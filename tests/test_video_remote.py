@@ -149,21 +149,39 @@ def test_a_second_process_finds_the_kept_index(servers, videos, tmp_path, monkey
         np.testing.assert_array_equal(np.load(tmp_path / f"out{start}.npy"), local(videos["long.mp4"], start, 8))
 
 
+def index_then_replace(proxy: FaultProxy, name: str, first: Path, then: Path, cache: IndexCache) -> str:
+    """Upload ``first`` as ``name``, index it in ``cache``, then replace the object by ``then``; its URL."""
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    client.upload_file(str(first), "videos", name)
+    url = f"s3://videos/{name}"
+    frame_count(url, index_cache=cache)
+    client.upload_file(str(then), "videos", name)
+    client.close()
+    return url
+
+
 def test_a_changed_object_is_caught_by_its_read_and_indexed_again(servers, videos, tmp_path, monkeypatch):
     scaled_down(monkeypatch)
     proxy, _ = servers
-    client = boto3.client("s3", endpoint_url=proxy.url)
-    client.upload_file(str(videos["long.mp4"]), "videos", "changing.mp4")
     cache = IndexCache(tmp_path)
-    read_clip("s3://videos/changing.mp4", 0, 4, index_cache=cache)
     replacement = write_encoded_video(tmp_path / "other.mp4", 120, "libx264", gop=6, b_frames=1, size=(64, 80))
-    client.upload_file(str(replacement), "videos", "changing.mp4")
-    client.close()
+    url = index_then_replace(proxy, "changing.mp4", videos["long.mp4"], replacement, cache)
     proxy.reset()
-    clip = read_clip("s3://videos/changing.mp4", 50, 8, index_cache=cache)
+    clip = read_clip(url, 50, 8, index_cache=cache)
     np.testing.assert_array_equal(clip, local(replacement, 50, 8))
     assert proxy.requests <= 1 + 4  # the read that finds the change (412), then as a first touch
-    assert cache.latest("s3://videos/changing.mp4")[1].keyframes == tuple(range(0, 120, 6))
+    assert cache.latest(url)[1].keyframes == tuple(range(0, 120, 6))
+
+
+def test_a_clip_past_the_end_of_an_outdated_index_reads_the_new_object(servers, videos, tmp_path, monkeypatch):
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    cache = IndexCache(tmp_path)
+    url = index_then_replace(proxy, "growing.mp4", videos["short.mp4"], videos["long.mp4"], cache)
+    assert cache.latest(url)[1].frames == 48
+    clip = read_clip(url, 200, 8, index_cache=cache)  # past the 48 frames once indexed
+    np.testing.assert_array_equal(clip, local(videos["long.mp4"], 200, 8))
+    assert cache.latest(url)[1].frames == 240
 
 
 def test_http_urls_read_with_range_requests(servers, videos, tmp_path, monkeypatch):
@@ -295,17 +313,3 @@ def test_file_urls_read_through_fsspec(videos, tmp_path):
     key, index, extra = cache.latest(url)
     assert (key.size, index.frames) == (videos["long.mp4"].stat().st_size, 240)
     assert extra
-
-
-def test_a_clip_past_the_end_of_an_outdated_index_reads_the_new_object(servers, videos, tmp_path, monkeypatch):
-    scaled_down(monkeypatch)
-    proxy, _ = servers
-    client = boto3.client("s3", endpoint_url=proxy.url)
-    client.upload_file(str(videos["short.mp4"]), "videos", "growing.mp4")
-    cache = IndexCache(tmp_path)
-    assert frame_count("s3://videos/growing.mp4", index_cache=cache) == 48
-    client.upload_file(str(videos["long.mp4"]), "videos", "growing.mp4")
-    client.close()
-    clip = read_clip("s3://videos/growing.mp4", 200, 8, index_cache=cache)  # past the 48 frames once indexed
-    np.testing.assert_array_equal(clip, local(videos["long.mp4"], 200, 8))
-    assert cache.latest("s3://videos/growing.mp4")[1].frames == 240
