@@ -119,7 +119,10 @@ def test_every_clip_equals_the_local_files_in_few_requests(servers, videos, name
     if name == "long.mp4":
         # A clip of up to 15 frames spans at most 3 of the file's 20 groups of 12 pictures.
         assert proxy.bytes / (2 * len(starts)) <= 3 * path.stat().st_size / 20
+    proxy.reset()
     assert probe(url) == probe(path)
+    if name == "long.mp4":
+        assert proxy.requests == 2  # the tail (moov) and the head
 
 
 def test_a_small_object_is_fetched_whole_in_one_request(servers, videos, tmp_path):

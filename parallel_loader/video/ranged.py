@@ -404,10 +404,13 @@ class RangeFile(io.RawIOBase):
 
     @classmethod
     def open(cls, url: str) -> RangeFile:
-        """A file over the object at ``url``; its first read of the tail gives its size and version."""
+        """A file over the object at ``url`` with its tail (which gives its size and version) and head read."""
         remote = remote_object(url)
         key, start, tail = remote.tail(TAIL_BYTES)
-        return cls(remote, key, {start: tail})
+        blocks = {start: tail}
+        if start > 0:
+            blocks[0] = remote.read(key, 0, min(HEAD_BYTES, start))
+        return cls(remote, key, blocks)
 
     def readable(self) -> bool:
         return True
