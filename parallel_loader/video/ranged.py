@@ -31,6 +31,7 @@ indexed again. Nothing here starts threads.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 from collections.abc import Iterator
@@ -372,6 +373,7 @@ def _table_in_memory(fetched: Fetched) -> PacketTable | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)  # decoding a 5-minute file's table takes ~30 ms of Python: once per file
 def _table(extra: bytes) -> PacketTable | None:
     if not extra:
         return None
