@@ -333,6 +333,8 @@ class RemoteObject:
         found = SourceKey(self.url, size, f"e{etag}")
         if key is not None and etag and found.version != key.version:
             raise ObjectChanged(self.url, f"changed since it was indexed (ETag {etag}, was {key.version[1:]})")
+        if key is not None and content_range and found.size != key.size:  # a server without ETags
+            raise ObjectChanged(self.url, f"changed since it was indexed ({found.size} bytes, was {key.size})")
         return found, start, data
 
     def _status(self, status: int, reason: str) -> None:
