@@ -5,6 +5,12 @@ One concept per module:
 * ``decode``: ``read_clip``, ``probe`` and ``frame_count``.
 * ``source``: where a video's bytes come from: a file's key (name, size,
   version) and opening it.
+* ``remote``: a video at a URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``,
+  ``file://``) through fsspec: its size and ETag, ranged reads with retries
+  within a time budget, ``configure`` for credentials and the network, and
+  ``RemotePath`` for listing a data set's prefix.
+* ``ranged``: a remote video read in few requests: its index from its header,
+  its packet table kept with it, and each clip from one ranged read.
 * ``facts``: ``VideoIndex``, what one file's frames are (count, timestamps,
   keyframes, whether seeks are exact), and its compact binary form.
 * ``packet_index``: a file's index from its container's packets, without

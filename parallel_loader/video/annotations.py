@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 
 from .samples import SampleList, SampleListBuilder, VideoSample, common_folder
+from .source import is_url
 
 __all__ = [
     "VIDEO_EXTENSIONS",
@@ -139,9 +140,13 @@ def sample_list(
 
 
 def root_path(root: object) -> Path:
-    """``root`` as a ``Path``, refusing what is not a path (``None``, say) with a clear message."""
+    """``root`` as a ``Path`` (a URL: a ``remote.RemotePath``), refusing what is not a path with a clear message."""
     if not isinstance(root, str | os.PathLike):
         raise TypeError(f"root must be the path of a folder of class folders, got {type(root).__name__} {root!r}")
+    if is_url(root):
+        from .remote import RemotePath
+
+        return RemotePath(os.fspath(root))  # type: ignore[return-value]
     return Path(root)
 
 
@@ -198,9 +203,11 @@ def folder_samples(
             raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
     builder = SampleListBuilder(os.path.join(str(root), ""))
     for label, name in enumerate(classes):
+        # A URL's folder is listed through its store; a local one with scandir, which needs no stat per file.
+        entries = (root / name).iterdir() if is_url(str(root)) else os.scandir(root / name)
         files = sorted(
             entry.name
-            for entry in os.scandir(root / name)
+            for entry in entries
             if entry.is_file()
             and not entry.name.startswith(".")
             and os.path.splitext(entry.name)[1].lower() in extensions
@@ -276,7 +283,7 @@ def ucf101_samples(
             raise AnnotationError(
                 origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
             )
-        samples.append(VideoSample(str(Path(root, relative)), label, origin=origin))
+        samples.append(VideoSample(str(root_path(root) / relative), label, origin=origin))
     return excluding(SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
 
 
@@ -326,7 +333,7 @@ def hmdb51_samples(
             if len(fields) != 2 or fields[1] not in ("0", "1", "2"):
                 raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
             if fields[1] == marks[subset]:
-                samples.append(VideoSample(str(Path(root, name, fields[0])), label, origin=origin))
+                samples.append(VideoSample(str(root_path(root) / name / fields[0]), label, origin=origin))
     return excluding(SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
 
 

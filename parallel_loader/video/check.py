@@ -44,6 +44,7 @@ from .decode import probe
 from .errors import VideoDecodeError
 from .file_pass import FileProgress, log_progress_to_stderr
 from .index import default_index_cache
+from .source import is_url
 
 __all__ = ["check_file", "check_videos", "find_videos", "main"]
 
@@ -59,6 +60,10 @@ def find_videos(source: str | os.PathLike[str], root: str | os.PathLike[str] | N
         FileNotFoundError: ``source`` does not exist.
         ValueError: a CSV has neither a ``path`` column nor the Kinetics columns.
     """
+    if is_url(source):  # a URL's prefix: every video object under it
+        from .index.__main__ import video_files
+
+        return [p for p in video_files(source) if not any(part.startswith(".") for part in p.split("/")[3:])]
     source = Path(source)
     if not source.exists():
         raise FileNotFoundError(2, "no folder, list or CSV of videos here", str(source))

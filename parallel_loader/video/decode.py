@@ -42,6 +42,7 @@ from .facts import PACKETS, VideoIndex
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
 from .index import IndexCache, default_index_cache
 from .pixels import RGBFrames
+from .source import is_url
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
 
@@ -69,6 +70,10 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video.
     """
+    if is_url(path):  # OpenCV reads no object store: the header through the byte source
+        from .ranged import probe_remote
+
+        return probe_remote(str(path))
     capture = _open(path)
     try:
         width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
@@ -108,7 +113,7 @@ def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
     """
-    if exact:
+    if exact or is_url(path):  # a URL's index comes from its header: as cheap as the header's count
         return (default_index_cache() if index_cache is None else index_cache).get(path).frames
     capture = _open(path)
     try:
@@ -158,7 +163,7 @@ def read_clip(
     (``probe`` reports their size); ``rotate=False`` keeps them as stored.
 
     Args:
-        path: the video file.
+        path: the video file, or its URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``; see ``ranged``).
         start: the index of the first frame, counted from 0.
         clip_len: how many frames to return.
         stride: the step between returned frames.
@@ -183,6 +188,11 @@ def read_clip(
             or decoded after the seek. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
+    if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``ranged``)
+        from .ranged import read_clip as read_remote
+
+        cache = default_index_cache() if index_cache is None else index_cache
+        return read_remote(str(path), start, clip_len, stride, size, seek, cache)
     clip = _Clip(start, clip_len, stride, size, rotate)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache

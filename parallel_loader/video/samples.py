@@ -34,6 +34,8 @@ from typing import overload
 
 import numpy as np
 
+from .source import is_url
+
 __all__ = ["SampleList", "SampleListBuilder", "VideoSample", "common_folder", "missing_files"]
 
 _NO_ORIGIN = ""  # the template of a sample found by scanning: no origin
@@ -283,10 +285,13 @@ def missing_files(paths: Iterable[str]) -> list[int]:
 
     A folder that cannot be listed (missing, not a folder, no permission) makes
     every path in it missing; a broken link counts as there (its read fails).
+    A URL is left to its first read: asking the store would cost a request per video.
     """
     listings: dict[str, frozenset[str] | None] = {}
     missing = []
     for i, path in enumerate(paths):
+        if is_url(path):
+            continue
         folder, _, name = path.rpartition(os.sep)
         names = listings.get(folder, False)
         if names is False:

@@ -34,7 +34,7 @@ from ..facts import VideoIndex, decode, encode
 from ..frames import open_video
 from ..packet_index import from_packets
 from ..scan import not_seekable_warning, scan
-from ..source import SourceKey, local_key
+from ..source import SourceKey, is_url, source_key
 from ..store import IndexStore, Record
 
 __all__ = [
@@ -144,11 +144,18 @@ class IndexCache:
                 video stream and the index, so that a reader reads its clip without
                 opening the file again; never called otherwise. It must not raise.
 
+        A URL's index is the one kept for it, without a request to check its
+        version (its reads check that), or made from its header (see ``ranged``).
+
         Raises:
             FileNotFoundError: there is no file at ``path``.
             VideoDecodeError: the file cannot be opened as a video.
         """
-        key = local_key(path)
+        if is_url(path):
+            from ..ranged import remote_index
+
+            return remote_index(str(path), self)
+        key = source_key(path)
         index = self.lookup(key)
         if index is None:
             index = _make(path, key, on_frame, on_index)
@@ -159,7 +166,7 @@ class IndexCache:
         self, path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], None] | None = None
     ) -> VideoIndex:
         """Make the file's index again by decoding every frame (see ``get`` for ``on_frame``) and keep it."""
-        key = local_key(path)
+        key = source_key(path)
         index = scan(path, on_frame)
         self.put(key, index)
         return index
@@ -174,10 +181,22 @@ class IndexCache:
             self._report(key.name, index)
         return index
 
-    def put(self, key: SourceKey, index: VideoIndex) -> None:
-        """Keep ``index`` as the index of this version of a file, in memory and on disk."""
+    def latest(self, name: str) -> tuple[SourceKey, VideoIndex, bytes] | None:
+        """The newest index kept for ``name`` whatever its version: ``(key, index, extra)``, or None.
+
+        For a source whose version costs a request to learn (a URL): its reads
+        check the version instead. ``extra`` is what ``put`` was given with it.
+        """
+        found = self._newest(name)
+        if found is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
+            self._refresh()
+            found = self._newest(name)
+        return found
+
+    def put(self, key: SourceKey, index: VideoIndex, extra: bytes = b"") -> None:
+        """Keep ``index`` (and ``extra``: see ``latest``) for this version of a file, in memory and on disk."""
         written_ns = time.time_ns()
-        entry = Record.entry_of(key, written_ns, encode(index))
+        entry = Record.entry_of(key, written_ns, encode(index) + extra)
         with self._lock:
             self._insert(key.name, entry)
         if self._store is not None:
@@ -186,7 +205,7 @@ class IndexCache:
 
     def distrust(self, path: str | os.PathLike[str], reason: str) -> None:
         """Mark a file's seeks as not exact (a read found its timestamps wrong), here and on disk."""
-        key = local_key(path)
+        key = source_key(path)
         self.put(key, self.get(path).distrusted(reason))
 
     def clear(self) -> None:
@@ -235,6 +254,20 @@ class IndexCache:
         except ValueError as exc:  # cannot happen for entries this code wrote; never trusted
             log.debug("ignoring an unreadable video index of %s: %s", key.name, exc)
             return None
+
+    def _newest(self, name: str) -> tuple[SourceKey, VideoIndex, bytes] | None:
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is None:
+                return None
+            self._entries.move_to_end(name)
+        try:
+            size, version, _, offset = Record.parse_entry(entry)
+            index = decode(entry, offset)
+        except ValueError as exc:
+            log.debug("ignoring an unreadable video index of %s: %s", name, exc)
+            return None
+        return SourceKey(name, size, version), index, entry[offset + len(encode(index)) :]
 
     def _refresh(self) -> None:
         """Take what other writers (and earlier runs) added to the store."""

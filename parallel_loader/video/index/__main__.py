@@ -25,14 +25,19 @@ from pathlib import Path
 from ..annotations import VIDEO_EXTENSIONS
 from ..errors import VideoDecodeError
 from ..file_pass import FileProgress, log_progress_to_stderr
-from ..source import local_key
+from ..source import is_url, local_key
 from . import IndexCache
 
 __all__ = ["main", "video_files"]
 
 
 def video_files(root_or_list: str | os.PathLike[str], extensions: Sequence[str] = tuple(VIDEO_EXTENSIONS)) -> list[str]:
-    """The videos under a directory (sorted), or those a list file names (in its order)."""
+    """The videos under a directory or a URL's prefix (sorted), or those a list file names (in its order)."""
+    if is_url(root_or_list):
+        from ..remote import RemotePath
+
+        wanted = {e.lower() for e in extensions}
+        return sorted(str(p) for p in RemotePath(os.fspath(root_or_list)).files() if p.suffix.lower() in wanted)
     source = Path(root_or_list).expanduser()
     if source.is_dir():
         wanted = {e.lower() for e in extensions}
@@ -51,7 +56,7 @@ def video_files(root_or_list: str | os.PathLike[str], extensions: Sequence[str] 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m parallel_loader.video.index", description=__doc__.split("\n\n")[0])
-    parser.add_argument("root_or_list", help="a directory of videos, or a file listing them one a line")
+    parser.add_argument("root_or_list", help="a directory or URL prefix of videos, or a file listing them one a line")
     parser.add_argument("--threads", type=int, default=4, help="files indexed at once (default 4)")
     parser.add_argument("--cache", help="the store's directory (default: where IndexCache() keeps indexes)")
     parser.add_argument(
@@ -73,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def one(path: str) -> tuple[bool, str]:
         """Index ``path``: (whether it was in the store already, why its seeks are not exact or "")."""
-        found = cache.lookup(local_key(path)) is not None
+        found = (cache.latest(path) if is_url(path) else cache.lookup(local_key(path))) is not None
         index = cache.get(path)
         return found, "" if index.seekable else index.reason
 
