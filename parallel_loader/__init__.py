@@ -15,7 +15,7 @@ from .batching import SampleBatches, default_collate
 from .data_loader import DataLoader, LoaderClosed
 from .device_prefetch import DevicePrefetcher
 from .error_budget import ErrorRecord
-from .errors import ErrorBudgetExceeded, LoaderTimeout
+from .errors import ErrorBudgetExceeded, LoaderTimeout, WorkerProcessDied
 from .fifo_queue import FIFOQueue, QueueClosed
 from .tf_data import as_tf_dataset
 from .train import EpochStats, PassStats, Train
@@ -34,6 +34,7 @@ __all__ = [
     "QueueClosed",
     "SampleBatches",
     "Train",
+    "WorkerProcessDied",
     "YieldFunction",
     "as_tf_dataset",
     "default_collate",

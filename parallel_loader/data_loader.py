@@ -46,6 +46,7 @@ from .fifo_queue import FIFOQueue, QueueClosed
 from .sharding import Remainder, check_shard, shard_length, shard_positions
 from .telemetry import LoaderStats, QueueWatch
 from .worker_pool import CallSlot, WorkerPool
+from .yield_calls import yield_calls
 from .yield_function import epoch_length, has_epoch_hooks
 
 __all__ = ["STOP_TIMEOUT", "DataLoader", "LoaderClosed"]
@@ -174,6 +175,12 @@ class DataLoader:
             (default 1) and the most (default 32).
         telemetry: time each call and the consumer's waits for ``stats()`` (a clock
             reading or two per batch); ``False`` turns that off, and ``"auto"`` with it.
+        processes: make the calls in this many worker processes, each running
+            ``num_threads`` threads (see ``parallel_loader.worker_processes``), for
+            yield functions that hold the GIL; batches come back through shared
+            memory. The yield function and ``thread_init`` must be picklable, and
+            ``thread_init`` is called in each worker thread. 0 (default): threads of
+            this process only.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
@@ -207,6 +214,7 @@ class DataLoader:
         min_threads: int | None = None,
         max_threads: int | None = None,
         telemetry: bool = True,
+        processes: int = 0,
     ) -> None:
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
         self._seed_given = seed is not None
@@ -282,9 +290,19 @@ class DataLoader:
         self.on_error = on_error
         self.call_timeout = call_timeout
         self._budget = ErrorBudget(max_errors, error_log)
-        sink = getattr(yield_fn, "set_error_sink", None)
-        if sink is not None:  # a yield function that skips bad data itself reports it here (VideoFolder)
-            sink(self._report_skip)
+        self.processes = check_int("processes", processes, minimum=0)
+        if self.processes and self._tuner is not None:
+            raise ValueError('num_threads="auto" tunes the threads of this process: with processes, give an int')
+        self._yield_calls = yield_calls(
+            yield_fn,
+            self.processes,
+            stream=self._stream,
+            num_threads=num_threads,
+            thread_init=thread_init,
+            report=self._report_skip,
+            name=name,
+            max_batches=max_len + self.processes * num_threads,
+        )
         self.num_shards = num_shards
         self.shard_index = shard_index
         self.shard_remainder = shard_remainder
@@ -300,7 +318,7 @@ class DataLoader:
             make=self._make,
             put=self._put,
             fail=self._fail,
-            thread_init=thread_init,
+            thread_init=self._yield_calls.thread_init,
             call_timeout=call_timeout,
             on_stuck=self._on_stuck,
         )
@@ -326,7 +344,7 @@ class DataLoader:
         self._slots: int | None = 0  # slots this epoch; None while a stream runs with no end
         self._next = 0  # next slot to hand out
         self._released = 0  # slots delivered, in ordered mode
-        self._window = max_len + num_threads if ordered else None
+        self._window = max_len + self._yield_calls.width(num_threads) if ordered else None
         self._calls = 0  # results the consumer received, for a fractional error budget
         self._errors_before = 0  # failures recorded before a load_state_dict
         # What state_dict counts: calls done (delivered or skipped) and the failures
@@ -397,15 +415,17 @@ class DataLoader:
             TypeError, ValueError: ``num_threads`` is not an int of at least 1.
         """
         num_threads = check_int("num_threads", num_threads, minimum=1)
+        if not self._yield_calls.resizable and num_threads != self.num_threads:
+            raise ValueError(f"{self.name}: the worker processes run num_threads={self.num_threads} each, fixed")
         with self._lock:
             if self._closed:
                 return
             self.num_threads = num_threads
             if self.ordered:
-                self._window = self.max_len + num_threads
+                self._window = self.max_len + self._yield_calls.width(num_threads)
             started = self._started
         if started:
-            self._pool.resize(num_threads)
+            self._pool.resize(self._yield_calls.width(num_threads))
 
     def __len__(self) -> int:
         """Batches per epoch (this shard's), as the yield function says now."""
@@ -437,7 +457,7 @@ class DataLoader:
         finally:
             self._end_epoch(completed)
         self._completed = plan.epoch
-        on_epoch_end = getattr(self._yield_fn, "on_epoch_end", None)
+        on_epoch_end = self._yield_calls.hook("on_epoch_end")
         if on_epoch_end is not None:
             if not self.overlap_epochs:
                 self._wait_idle()  # a call left over from an abandoned epoch may still run
@@ -572,6 +592,7 @@ class DataLoader:
             self.stop()
             raise
         running = self._pool.join(timeout)
+        self._yield_calls.close()
         if running:
             log.warning(
                 "%s: %s still inside the yield function after close(); they end when that call returns",
@@ -618,7 +639,7 @@ class DataLoader:
             self._epoch += 1
             epoch = self._epoch
         try:
-            on_epoch_begin = getattr(self._yield_fn, "on_epoch_begin", None)
+            on_epoch_begin = self._yield_calls.hook("on_epoch_begin")
             if on_epoch_begin is not None:
                 if not self.overlap_epochs:  # with get_batch, calls of another epoch may run meanwhile
                     self._wait_idle()  # a call left over from an abandoned epoch may still run
@@ -646,7 +667,7 @@ class DataLoader:
             if not self._started and not self._closed:
                 # Under the lock, so that a close() in another thread sees every thread.
                 self._started = True
-                self._pool.start(self.num_threads)
+                self._pool.start(self._yield_calls.width(self.num_threads))
             self._pool.notify(all_threads=True)
         if ahead is None:
             self._early.clear()
@@ -849,13 +870,9 @@ class DataLoader:
         return ahead.tag, ahead.epoch, slot, position, index
 
     def _make(self, task: _Task) -> Any:
-        tag, epoch, _, _, index = task
+        tag, _, _, _, index = task
         try:
-            if self._stream:
-                return self._yield_fn()
-            if self._get_batch is not None:
-                return self._get_batch(index, epoch)
-            return self._yield_fn(index)
+            return self._yield_calls.call(task)
         except StopIteration as exc:
             if self._stream:
                 self._end_stream(tag)
@@ -933,19 +950,23 @@ class DataLoader:
         error = LoaderTimeout(
             f"{self.name}: the call of the yield function for index {where} in thread {slot.thread.name} "
             f"has run {elapsed:.1f} s, past call_timeout={self.call_timeout} s. Its stack now:\n"
-            + slot.stack(skip=(__file__,)),
+            + self._yield_calls.stuck(slot, skip=(__file__,)),
             thread=slot.thread.name,
             index=where,
             elapsed=elapsed,
         )
         stuck = len(self._pool.stuck())
-        if stuck <= self.num_threads and self._made_ahead(slot.task[0]):
+        width = self._yield_calls.width(self.num_threads)
+        if stuck <= width and self._made_ahead(slot.task[0]):
             self._pool.replace(slot)
             self._put(slot.task, _Failed(error, None, epoch, where, deferred=True))
             return
-        if self.on_error != "skip" or stuck > self.num_threads:
+        if self.on_error != "skip" or stuck > width:
             if self.on_error == "skip":
-                error.add_note(f"{stuck} calls are stuck at once, more than num_threads={self.num_threads}")
+                error.add_note(
+                    f"{stuck} calls are stuck at once, more than num_threads={self.num_threads}"
+                    + (f" in each of {self.processes} processes" if self.processes else "")
+                )
             self._fail(error)
             return
         record = self._budget.record(epoch, where, error, error_context(self._yield_fn, where, error))
