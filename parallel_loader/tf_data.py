@@ -59,6 +59,7 @@ def as_tf_dataset(
     input_context: tf.distribute.InputContext | None = None,
     prefetch_to_device: str | None = None,
     device_buffer: int = 2,
+    processes: int = 0,
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
@@ -119,7 +120,7 @@ def as_tf_dataset(
             ``infer_signature``); a stream needs it given, since a call would
             consume a batch.
         num_threads, max_len, shuffle, seed, ordered, name, batch_size, drop_last, collate,
-            num_shards, shard_index, shard_remainder: the ``DataLoader`` arguments, used
+            num_shards, shard_index, shard_remainder, processes: the ``DataLoader`` arguments, used
             when ``source`` is not a ``DataLoader`` already. A ``DataLoader`` given keeps
             its own sharding, which must be the one asked for here, if any.
         input_context: a ``tf.distribute.InputContext``: shard by its
@@ -162,7 +163,8 @@ def as_tf_dataset(
         # loaders made below take its yield function (the batching adapter with batch_size),
         # and its seed, so every iteration follows one sequence of shuffled orders.
         checked = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
-                             drop_last=drop_last, collate=collate, **_shard_kwargs(sharding))  # fmt: skip
+                             drop_last=drop_last, collate=collate, processes=processes,
+                             **_shard_kwargs(sharding))  # fmt: skip
         checked.close()
         yield_fn, shuffle, seed = checked.yield_fn, checked.shuffle, checked.seed
         loader_args = (num_threads, max_len, shuffle, seed, ordered, name)
@@ -192,7 +194,12 @@ def as_tf_dataset(
             # One loader per epoch (TensorFlow may drop an iterator without ending it), so
             # nothing is made ahead for an epoch this loader will not see.
             loader = DataLoader(
-                yield_fn, *loader_args, first_epoch=next(epochs), overlap_epochs=False, **_shard_kwargs(sharding)
+                yield_fn,
+                *loader_args,
+                first_epoch=next(epochs),
+                overlap_epochs=False,
+                processes=processes,
+                **_shard_kwargs(sharding),
             )
             with loader:
                 ref.loader = loader

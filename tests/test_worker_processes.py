@@ -20,7 +20,8 @@ import numpy as np
 import psutil
 import pytest
 
-from parallel_loader import DataLoader, LoaderTimeout, WorkerProcessDied
+from parallel_loader import DataLoader, LoaderTimeout, Train, WorkerProcessDied, as_tf_dataset
+from parallel_loader.tf_data import loader_of
 
 from . import process_data as data
 
@@ -251,3 +252,25 @@ def test_workers_exit_when_the_consuming_process_is_killed(tmp_path):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
+
+
+def test_train_passes_processes_to_its_loaders():
+    seen = []
+    trainer = Train(
+        lambda batch: seen.append(("train", int(batch["labels"][1]))),
+        data.Arrays(length=6),
+        val_yield=data.Arrays(length=3),
+        val_task=lambda batch: seen.append(("val", int(batch["labels"][1]))),
+        num_threads=1,
+        processes=2,
+    )
+    trainer.run(1)
+    assert sorted(seen) == [("train", i) for i in range(6)] + [("val", i) for i in range(3)]
+
+
+def test_as_tf_dataset_passes_processes_to_its_loaders():
+    dataset = as_tf_dataset(data.Samples(), batch_size=4, num_threads=1, processes=1)
+    for _ in range(2):
+        labels = sorted(int(i) for _, batch_labels in dataset for i in batch_labels.numpy())
+        assert labels == list(range(10))
+    assert loader_of(dataset).processes == 1
