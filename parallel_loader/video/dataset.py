@@ -270,6 +270,18 @@ class VideoDataset(YieldFunction):
         # get_batch's orders of other epochs: kept for the few whose calls may run at once.
         self._order_cached = functools.lru_cache(maxsize=4)(self._order)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Worker processes (DataLoader(processes=...)) get the dataset by pickle: the order cache
+        # refers to this instance's method, and the error sink to the loader, so both stay behind.
+        state = dict(self.__dict__)
+        del state["_order_cached"]
+        state["_error_sink"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._order_cached = functools.lru_cache(maxsize=4)(self._order)
+
     # The YieldFunction interface.
 
     def __len__(self) -> int:
