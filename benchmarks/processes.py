@@ -15,7 +15,8 @@ Three workloads (``--workload``, all by default):
   ``multiprocessing`` and PyTorch's workers do); and the whole loader with
   ``processes=1`` returning that array (a call, the crossing, the queue).
 * ``video``: the sample video set through ``VideoFolder``, threads against
-  worker processes.
+  worker processes, timed after ``--warm-epochs`` untimed epochs of the same loader (each
+  process builds the index of each file it reads once).
 
 Rounds interleave the variants in a new order each; medians (min-max) reported.
 
@@ -112,8 +113,16 @@ def timed(batches: Iterable[Any], count: int) -> tuple[float, float]:
     return (count - 1) / (end - first), count / (end - start)
 
 
-def _loader_run(yield_fn: Any, count: int, **kwargs: Any) -> tuple[float, float]:
+def _loader_run(yield_fn: Any, count: int, warm: int = 0, **kwargs: Any) -> tuple[float, float]:
+    """Batches/s of a new loader over ``count`` batches, after ``warm`` untimed epochs.
+
+    Warm epochs let each thread or process touch the files first (a video's index is
+    built on first use, once per process), as a long training run would have.
+    """
     with DataLoader(yield_fn, **kwargs) as loader:
+        for _ in range(warm):
+            for _ in loader:
+                pass
         return timed(_epochs(loader), count)
 
 
@@ -254,12 +263,12 @@ def transfer_variants(nbytes: int) -> dict[str, Callable[[int], tuple[float, flo
 # The video workload.
 
 
-def video_variants(folder: Any) -> dict[str, Callable[[int], tuple[float, float]]]:
+def video_variants(folder: Any, warm: int) -> dict[str, Callable[[int], tuple[float, float]]]:
     return {
-        "DataLoader, 2 threads": lambda n: _loader_run(folder, n, num_threads=2),
-        "DataLoader, 4 threads": lambda n: _loader_run(folder, n, num_threads=4),
-        "DataLoader, processes=2, num_threads=1": lambda n: _loader_run(folder, n, num_threads=1, processes=2),
-        "DataLoader, processes=2, num_threads=2": lambda n: _loader_run(folder, n, num_threads=2, processes=2),
+        "DataLoader, 2 threads": lambda n: _loader_run(folder, n, warm, num_threads=2),
+        "DataLoader, 4 threads": lambda n: _loader_run(folder, n, warm, num_threads=4),
+        "DataLoader, processes=2, num_threads=1": lambda n: _loader_run(folder, n, warm, num_threads=1, processes=2),
+        "DataLoader, processes=2, num_threads=2": lambda n: _loader_run(folder, n, warm, num_threads=2, processes=2),
     }
 
 
@@ -272,6 +281,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--mb", type=float, nargs="+", default=[2.0, 20.0], help="batch sizes of the transfer")
     parser.add_argument("--transfers", type=int, default=40, help="batches per transfer run")
     parser.add_argument("--video-batches", type=int, default=30, help="batches per run of the video workload")
+    parser.add_argument("--warm-epochs", type=int, default=3, help="untimed epochs before each video run")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT / "processes.json")
     add_noise_arguments(parser)
     add_video_arguments(parser)
@@ -294,10 +304,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.workload in ("video", "all"):
         folder = open_video_folder(args)
         print(f"\n## video: {describe_video(folder, args)}, {args.video_batches} batches")
-        variants = video_variants(folder)
-        for run in variants.values():
-            run(5)  # untimed: each file's index is built on first use, once per process
-        results = run_rounds(variants, args.video_batches, args.rounds, args.quiet)
+        results = run_rounds(video_variants(folder, args.warm_epochs), args.video_batches, args.rounds, args.quiet)
         print(rate_table(results, "DataLoader, 2 threads"))
         report["video"] = results
     print(f"\nwrote {write_json(args.out, report)}")

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["INLINE_BYTES", "ArrayRef", "Block", "BlockPool", "split_arrays", "write_arrays"]
+__all__ = ["INLINE_BYTES", "ArrayRef", "Block", "BlockPool", "WorkerMappings", "split_arrays", "write_arrays"]
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +127,10 @@ class BlockPool:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the shared-memory pool is closed")
-            fits = [b for b in self._free if b.size >= nbytes]
+            fits = [b for b in reversed(self._free) if b.size >= nbytes]
             if fits:
+                # The smallest that fits, of those the latest released: few blocks go round, and a
+                # worker's mapping of each (WorkerMappings) is used again.
                 block = min(fits, key=lambda b: b.size)
                 self._free.remove(block)
             else:
@@ -200,16 +202,48 @@ def split_arrays(batch: Any) -> tuple[Any, list[np.ndarray], int]:
     return skeleton, arrays, offset
 
 
-def write_arrays(name: str, size: int, skeleton: Any, arrays: list[np.ndarray]) -> None:
-    """Copy ``arrays`` into block ``name`` at the offsets of ``skeleton`` (a worker's side)."""
-    mapping = _open(name, size)
+class WorkerMappings:
+    """A worker's mappings of the blocks it wrote into, kept for the next write into the same block.
+
+    Mapping a block afresh costs a page fault per page on the first write (a 20 MB
+    batch: ~5,000); the pool hands the same few blocks round, so the mappings are
+    kept, the ``keep`` latest used. A kept mapping of a block the pool has unlinked
+    holds that block's memory until it is dropped, so ``keep`` bounds that too.
+    Safe from any thread of the worker.
+    """
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self._lock = threading.Lock()
+        self._mappings: dict[tuple[str, int], mmap.mmap] = {}  # in the order last used
+
+    def get(self, name: str, size: int) -> mmap.mmap:
+        with self._lock:
+            mapping = self._mappings.pop((name, size), None)
+            if mapping is None:
+                mapping = _open(name, size)
+            self._mappings[name, size] = mapping
+            while len(self._mappings) > self.keep:
+                self._mappings.pop(next(iter(self._mappings))).close()
+            return mapping
+
+
+def write_arrays(
+    name: str, size: int, skeleton: Any, arrays: list[np.ndarray], mappings: WorkerMappings | None = None
+) -> None:
+    """Copy ``arrays`` into block ``name`` at the offsets of ``skeleton`` (a worker's side).
+
+    With ``mappings``, through the worker's kept mapping of the block.
+    """
+    mapping = _open(name, size) if mappings is None else mappings.get(name, size)
     try:
         for ref, array in zip(_refs(skeleton), arrays, strict=True):
             view = np.ndarray(ref.shape, np.dtype(ref.dtype), buffer=mapping, offset=ref.offset)
             np.copyto(view, array, casting="no")
             del view
     finally:
-        mapping.close()
+        if mappings is None:
+            mapping.close()
 
 
 def _refs(obj: Any) -> list[ArrayRef]:

@@ -59,7 +59,7 @@ from typing import Any
 
 from ._interrupt_safe import new_lock, notify_all, wait
 from .errors import LoaderClosed, WorkerProcessDied
-from .shared_batches import BlockPool, split_arrays, write_arrays
+from .shared_batches import BlockPool, WorkerMappings, split_arrays, write_arrays
 from .worker_pool import CallSlot
 from .yield_calls import ErrorSink, Task, call_yield_fn
 
@@ -238,12 +238,20 @@ class ProcessCalls:
                 self._start(lane.worker)
             conn = lane.conn
         self._local.lane = lane
-        assert conn is not None
-        try:
-            failure = self._greet(lane, conn)
-        except (EOFError, OSError):
-            self._broken(lane, lane.generation, None)
-            return
+        for attempt in range(2):
+            with self._lock:
+                conn, generation = lane.conn, lane.generation
+            assert conn is not None
+            try:
+                failure = self._greet(lane, conn)
+                break
+            except (EOFError, OSError):
+                try:
+                    self._broken(lane, generation, None)
+                    return  # killed by the watchdog meanwhile: the replacement is greeted at the first call
+                except WorkerProcessDied:
+                    if attempt:
+                        raise  # its replacement died as it started too: something kills every start
         if failure is not None:
             raise failure
 
@@ -333,7 +341,14 @@ class ProcessCalls:
         payload = ForkingPickler.dumps((self._yield_fn, self._thread_init))
         process = self._context.Process(
             target=_worker_main,
-            args=(bytes(payload), worker.number, self.num_threads, worker.name, pipes[0][1], [p[1] for p in pipes[1:]]),
+            args=(
+                bytes(payload),
+                worker.number,
+                worker.name,
+                self._blocks.capacity,
+                pipes[0][1],
+                [p[1] for p in pipes[1:]],
+            ),
             name=worker.name,
             daemon=True,
         )
@@ -443,11 +458,16 @@ def _shutdown(workers: list[_Worker], blocks: BlockPool) -> None:
 
 
 def _worker_main(
-    payload: bytes, number: int, threads: int, name: str, control: Connection, lanes: list[Connection]
+    payload: bytes, number: int, name: str, keep: int, control: Connection, lanes: list[Connection]
 ) -> None:
-    """A worker process: ``threads`` threads serve the lanes; this one serves the control pipe."""
+    """A worker process: a thread serves each lane; this one serves the control pipe.
+
+    ``keep``: how many blocks' mappings to keep (``WorkerMappings``).
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's: it ends the workers
     yield_fn, thread_init = pickle.loads(payload)
+    threads = len(lanes)
+    mappings = WorkerMappings(keep)
     reports = threading.local()
     sink = getattr(yield_fn, "set_error_sink", None)
     if sink is not None:
@@ -455,7 +475,7 @@ def _worker_main(
     workers = [
         threading.Thread(
             target=_serve,
-            args=(conn, yield_fn, thread_init, number * threads + j, f"{name} (pid {os.getpid()})", reports),
+            args=(conn, yield_fn, thread_init, number * threads + j, f"{name} (pid {os.getpid()})", reports, mappings),
             name=f"{name}-thread-{j}",
             daemon=True,
         )
@@ -487,6 +507,7 @@ def _serve(
     number: int,
     where: str,
     reports: threading.local,
+    mappings: WorkerMappings,
 ) -> None:
     """One worker thread: call the yield function for each task its lane brings, until the lane closes."""
     thread = threading.current_thread().name
@@ -513,8 +534,9 @@ def _serve(
             if arrays:
                 _send(conn, ("need", nbytes))
                 _, block, size = conn.recv()
-                write_arrays(block, size, skeleton, arrays)
+                write_arrays(block, size, skeleton, arrays, mappings)
             _send(conn, ("ok", skeleton, reports.list))
+            del batch, skeleton, arrays  # freed now, not after the next call has made its batch
         except (EOFError, OSError):
             return  # the consumer closed the lane, or is gone
 

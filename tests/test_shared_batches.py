@@ -6,7 +6,14 @@ import os
 import numpy as np
 import pytest
 
-from parallel_loader.shared_batches import INLINE_BYTES, ArrayRef, BlockPool, split_arrays, write_arrays
+from parallel_loader.shared_batches import (
+    INLINE_BYTES,
+    ArrayRef,
+    BlockPool,
+    WorkerMappings,
+    split_arrays,
+    write_arrays,
+)
 
 
 def shm_names(prefix: str) -> list[str]:
@@ -122,3 +129,17 @@ def test_close_unlinks_every_block_while_a_held_batch_stays_readable(pool):
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError, match="capacity"):
         BlockPool(0)
+
+
+def test_a_workers_mappings_are_kept_for_the_next_write_and_bounded(pool):
+    mappings = WorkerMappings(keep=1)
+    batch = (np.arange(2000.0),)
+    skeleton, arrays, nbytes = split_arrays(batch)
+    first, second = pool.acquire(nbytes), pool.acquire(nbytes)
+    write_arrays(first.name, first.size, skeleton, arrays, mappings)
+    kept = mappings.get(first.name, first.size)
+    assert mappings.get(first.name, first.size) is kept  # the same mapping again
+    write_arrays(second.name, second.size, skeleton, arrays, mappings)
+    assert kept.closed  # only the latest one is kept
+    np.testing.assert_array_equal(pool.build(skeleton, second)[0], batch[0])
+    pool.release(first)
