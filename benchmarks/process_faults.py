@@ -121,7 +121,10 @@ def one_run(rng: random.Random) -> dict[str, Any]:
         if not isinstance(raised, KeyboardInterrupt):
             problems.append(f"Ctrl-C not raised: {raised!r}")
     elif setup["on_error"] == "raise":
-        if not isinstance(raised, expected):
+        # A worker killed while none of its threads is in a call fails no call: the epoch may
+        # then end whole (checked below: every index once).
+        idle_kill = fault == "sigkill" and raised is None
+        if not isinstance(raised, expected) and not idle_kill:
             problems.append(f"expected {expected.__name__}, got {raised!r}")
     elif raised is not None:
         problems.append(f"skip mode raised {raised!r}")

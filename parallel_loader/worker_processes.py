@@ -136,6 +136,7 @@ class ProcessCalls:
         self._lanes = [_Lane(w, j) for w in self._workers for j in range(num_threads)]
         self._free = list(self._lanes)  # lanes no loader thread is bound to
         self._bound: dict[threading.Thread, _Lane] = {}
+        self._abandoned: set[threading.Thread] = set()  # loader threads whose stuck call was given up
         self._local = threading.local()
         # Ends the workers and unlinks the blocks if the loader is dropped or the program
         # exits without close().
@@ -187,8 +188,11 @@ class ProcessCalls:
         text = _remote(worker, ("stack", lane.thread), _STACK_WAIT)
         stack = text if isinstance(text, str) else "(the worker gave no stack in time)\n"
         with self._lock:
+            # The stuck loader thread lets go of its lane now (the pool starts another thread,
+            # which takes it); whatever its call returns, or the broken pipe, it then drops.
+            self._bound.pop(slot.thread, None)
+            self._abandoned.add(slot.thread)
             if worker.generation == generation:
-                lane.abandoned = True
                 worker.killed.add(generation)
         log.warning("%s: killing worker process %s (pid %s), stuck in a call", self.name, process.name, process.pid)
         process.kill()
@@ -196,6 +200,8 @@ class ProcessCalls:
         with self._lock:
             if worker.generation == generation and not self._closing:
                 self._start(worker)
+            self._free.append(lane)
+            notify_all(self._changed)
         return f"in worker process {process.name} (pid {process.pid}), thread {lane.thread_name}:\n{stack}"
 
     def hook(self, name: str) -> Callable[[int], Any] | None:
@@ -298,18 +304,15 @@ class ProcessCalls:
     def _broken(self, lane: _Lane, generation: int, task: Task | None) -> bool:
         """The lane's pipe broke during a call: wait for the replacement (False), or raise why not.
 
-        Returns True for a call the watchdog abandoned: its loader thread ends, the lane is freed.
+        Returns True for a call the watchdog abandoned (its lane went to another thread): it is dropped.
         """
         worker = lane.worker
         with self._lock:
             if self._closing:
                 raise LoaderClosed(f"{self.name}: the worker processes were closed during a call")
             if generation in worker.killed:  # the watchdog killed it
-                if lane.abandoned:
-                    lane.abandoned = False
-                    self._bound.pop(threading.current_thread(), None)
-                    self._free.append(lane)
-                    notify_all(self._changed)
+                if threading.current_thread() in self._abandoned:
+                    self._abandoned.discard(threading.current_thread())
                     return True
                 while worker.generation == generation and not self._closing:
                     wait(self._changed, self._lock)
@@ -391,7 +394,6 @@ class _Lane:
         self.conn: Connection | None = None
         self.generation = 0
         self.greeted = False  # the worker thread's ready message was taken
-        self.abandoned = False  # its call was stuck; the loader thread ends when the pipe breaks
 
 
 class _RemoteTraceback(Exception):
@@ -523,22 +525,34 @@ def _serve(
     while True:
         try:
             _, task = conn.recv()
-            reports.list = []
-            try:
-                batch = call_yield_fn(yield_fn, False, task)
-            except BaseException as exc:
-                exc.add_note(f"raised in worker process {where}, thread {thread}")
-                _send(conn, ("error", *_portable(exc), reports.list))
-                continue
-            skeleton, arrays, nbytes = split_arrays(batch)
-            if arrays:
-                _send(conn, ("need", nbytes))
-                _, block, size = conn.recv()
-                write_arrays(block, size, skeleton, arrays, mappings)
-            _send(conn, ("ok", skeleton, reports.list))
-            del batch, skeleton, arrays  # freed now, not after the next call has made its batch
-        except (EOFError, OSError):
+            _answer(conn, task, yield_fn, f"worker process {where}, thread {thread}", reports, mappings)
+        except (EOFError, OSError):  # raised by the pipe alone: _answer sends every other error
             return  # the consumer closed the lane, or is gone
+
+
+def _answer(
+    conn: Connection, task: Task, yield_fn: Any, where: str, reports: threading.local, mappings: WorkerMappings
+) -> None:
+    """Make the batch of ``task`` and send it (its arrays through a block), or send what was raised."""
+    reports.list = []
+    try:
+        batch = call_yield_fn(yield_fn, False, task)
+        skeleton, arrays, nbytes = split_arrays(batch)
+        del batch
+    except BaseException as exc:
+        exc.add_note(f"raised in {where}")
+        _send(conn, ("error", *_portable(exc), reports.list))
+        return
+    if arrays:
+        _send(conn, ("need", nbytes))
+        _, block, size = conn.recv()
+        try:
+            write_arrays(block, size, skeleton, arrays, mappings)
+        except BaseException as exc:
+            exc.add_note(f"raised in {where}, writing the batch into shared memory")
+            _send(conn, ("error", *_portable(exc), reports.list))
+            return
+    _send(conn, ("ok", skeleton, reports.list))
 
 
 def _send(conn: Connection, message: tuple[Any, ...]) -> None:
