@@ -176,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT / "process_faults.json")
     args = parser.parse_args(argv)
     logging.getLogger("parallel_loader").setLevel(logging.CRITICAL)  # each fault logs what the loader did
+    # Python's own handler, even when started in the background (where a shell ignores SIGINT).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     rng = random.Random(args.seed)
     runs = []
     started = time.perf_counter()

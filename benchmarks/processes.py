@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
-from parallel_loader.shared_batches import BlockPool, split_arrays, write_arrays
+from parallel_loader.shared_batches import BlockPool, WorkerMappings, split_arrays, write_arrays
 
 from ._common import (
     DEFAULT_OUT,
@@ -48,7 +48,7 @@ from ._common import (
     wait_for_quiet,
     write_json,
 )
-from ._workloads import add_video_arguments, describe_video, open_video_folder
+from ._workloads import add_video_arguments, describe_video, limit_opencv_threads, open_video_folder
 
 __all__ = ["PythonWork", "main"]
 
@@ -185,6 +185,7 @@ def rate_table(results: dict[str, dict[str, Any]], baseline: str, unit: str = "b
 
 def _transfer_worker(conn: Any, mode: str, nbytes: int, count: int) -> None:
     array = np.random.default_rng(0).integers(0, 255, nbytes, dtype=np.uint8)
+    mappings = WorkerMappings(4)  # as a loader's worker keeps them
     for _ in range(count):
         if mode == "pipe":
             conn.send(array)
@@ -192,7 +193,7 @@ def _transfer_worker(conn: Any, mode: str, nbytes: int, count: int) -> None:
         skeleton, arrays, size = split_arrays(array)
         conn.send(("need", size))
         name, block_size = conn.recv()
-        write_arrays(name, block_size, skeleton, arrays)
+        write_arrays(name, block_size, skeleton, arrays, mappings)
         conn.send(skeleton)
     conn.close()
 
@@ -263,12 +264,20 @@ def transfer_variants(nbytes: int) -> dict[str, Callable[[int], tuple[float, flo
 # The video workload.
 
 
+def one_opencv_thread(number: int) -> None:
+    """thread_init of every video variant: OpenCV's own threads off in each process, as in this one."""
+    limit_opencv_threads()
+
+
 def video_variants(folder: Any, warm: int) -> dict[str, Callable[[int], tuple[float, float]]]:
+    def run(n: int, **kwargs: Any) -> tuple[float, float]:
+        return _loader_run(folder, n, warm, thread_init=one_opencv_thread, **kwargs)
+
     return {
-        "DataLoader, 2 threads": lambda n: _loader_run(folder, n, warm, num_threads=2),
-        "DataLoader, 4 threads": lambda n: _loader_run(folder, n, warm, num_threads=4),
-        "DataLoader, processes=2, num_threads=1": lambda n: _loader_run(folder, n, warm, num_threads=1, processes=2),
-        "DataLoader, processes=2, num_threads=2": lambda n: _loader_run(folder, n, warm, num_threads=2, processes=2),
+        "DataLoader, 2 threads": lambda n: run(n, num_threads=2),
+        "DataLoader, 4 threads": lambda n: run(n, num_threads=4),
+        "DataLoader, processes=2, num_threads=1": lambda n: run(n, num_threads=1, processes=2),
+        "DataLoader, processes=2, num_threads=2": lambda n: run(n, num_threads=2, processes=2),
     }
 
 

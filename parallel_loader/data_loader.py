@@ -6,6 +6,9 @@
   at each, which were done; it is what ``state_dict`` saves;
 * the worker pool (``worker_pool``): the threads, the count of calls in
   progress, and the watchdog for stuck calls;
+* the calls (``yield_calls``): where a thread's call of the yield function runs,
+  in the thread itself or, with ``processes``, in a worker process
+  (``worker_processes``), chosen once at construction;
 * the error budget (``error_budget``): which failed calls may be skipped, and
   the manifest of those that were;
 * the bounded ``FIFOQueue`` between the threads and the consumer;
@@ -154,6 +157,7 @@ class DataLoader:
             and showing the thread's stack; with ``on_error="skip"`` it is recorded
             as a failure instead, another thread takes over, and a late result is
             dropped (it raises anyway once more than ``num_threads`` calls are stuck).
+            With ``processes``, the stuck call's worker process is killed and replaced.
         thread_init: called in each loader thread with its number (0, 1, ...)
             before its first call, to set up per-thread state (a connection, a
             decoder). An exception there is raised in the consumer. A thread started

@@ -35,7 +35,7 @@ import os
 import secrets
 import threading
 import weakref
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -65,9 +65,15 @@ class Block:
 
     def __init__(self, size: int, prefix: str) -> None:
         self.name = f"{prefix}{secrets.token_hex(6)}"
-        # Made through SharedMemory, so that Python's resource tracker unlinks it even if this
-        # process is killed before it can (a worker opens it without registering, see _open).
-        self._shm = shared_memory.SharedMemory(self.name, create=True, size=size)
+        # Python's resource tracker unlinks it even if this process is killed before it can (a
+        # worker opens it without registering, see _open). Registered before it is made, since
+        # SharedMemory registers only after: a kill in between would leave the segment behind.
+        resource_tracker.register("/" + self.name, "shared_memory")
+        try:
+            self._shm = shared_memory.SharedMemory(self.name, create=True, size=size)
+        except BaseException:
+            resource_tracker.unregister("/" + self.name, "shared_memory")
+            raise
         self.size = size
 
     def unlink(self) -> None:

@@ -233,6 +233,8 @@ def test_workers_exit_when_the_consuming_process_is_killed(tmp_path):
             loader = DataLoader(Arrays(length=10**6), num_threads=1, processes=2, max_len=2)
             it = iter(loader)
             next(it)
+            while loader.stats().busy:  # the queue full, the workers idle: no block being made
+                time.sleep(0.01)
             print(*loader._yield_calls.pids, flush=True)
             time.sleep(60)
         """
@@ -252,6 +254,9 @@ def test_workers_exit_when_the_consuming_process_is_killed(tmp_path):
     while any(_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in pids)
+    while any(n.startswith(f"pl{consumer.pid}_") for n in os.listdir("/dev/shm")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # Python's resource tracker unlinks the dead consumer's blocks once the workers are gone
+    assert not any(n.startswith(f"pl{consumer.pid}_") for n in os.listdir("/dev/shm"))
 
 
 def test_train_passes_processes_to_its_loaders():
