@@ -44,8 +44,9 @@ __all__ = ["INLINE_BYTES", "ArrayRef", "Block", "BlockPool", "WorkerMappings", "
 
 log = logging.getLogger(__name__)
 
-# Arrays smaller than this are pickled with the skeleton: a block would cost more than the copy.
-INLINE_BYTES = 1024
+# Arrays smaller than this are pickled with the skeleton: a block costs a round trip to ask for it
+# and a mapping, about 0.1 ms a batch, more than pickling such an array through the pipe.
+INLINE_BYTES = 64 * 1024
 _ALIGN = 64  # each array starts on a cache line
 _ROUND = 1 << 16  # block sizes are multiples of this, so that batches of nearly one size share blocks
 

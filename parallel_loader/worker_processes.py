@@ -242,7 +242,6 @@ class ProcessCalls:
             self._bound[threading.current_thread()] = lane
             if lane.worker.process is None:
                 self._start(lane.worker)
-            conn = lane.conn
         self._local.lane = lane
         for attempt in range(2):
             with self._lock:

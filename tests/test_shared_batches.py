@@ -40,7 +40,7 @@ def send(pool: BlockPool, batch):
 
 
 def test_tuples_lists_and_dicts_of_arrays_come_back_equal_as_views_of_one_block(pool):
-    image = np.arange(4 * 32 * 32 * 3, dtype=np.uint8).reshape(4, 32, 32, 3)
+    image = np.arange(4 * 96 * 96 * 3, dtype=np.uint8).reshape(4, 96, 96, 3)
     labels = np.arange(300, dtype=np.int64)
     batch = ({"image": image, "name": "clip"}, [labels, np.float32(2.5)], 7)
     out = send(pool, batch)
@@ -64,7 +64,7 @@ def test_the_skeleton_holds_refs_in_place_of_large_arrays_only():
 
 
 def test_a_non_contiguous_array_is_written_in_order(pool):
-    base = np.arange(64 * 64, dtype=np.float64).reshape(64, 64)
+    base = np.arange(256 * 256, dtype=np.float64).reshape(256, 256)
     strided = base[::2, ::-3]
     out = send(pool, [strided])
     np.testing.assert_array_equal(out[0], strided)
@@ -77,7 +77,7 @@ def test_a_batch_without_large_arrays_needs_no_block(pool):
 
 
 def test_a_block_returns_to_the_pool_when_the_last_view_is_dropped_and_is_reused(pool):
-    out = send(pool, (np.ones(5000),))
+    out = send(pool, (np.ones(20_000),))
     first = pool.names()
     kept = out[0][10:20]  # a view of a view keeps the block too
     del out
@@ -86,13 +86,13 @@ def test_a_block_returns_to_the_pool_when_the_last_view_is_dropped_and_is_reused
     del kept
     gc.collect()
     assert (pool.in_use, pool.free) == (0, 1)
-    again = send(pool, (np.ones(4000),))
+    again = send(pool, (np.ones(16_000),))
     assert pool.names() == first and pool.made == 1  # the same block, written again
-    np.testing.assert_array_equal(again[0], np.ones(4000))
+    np.testing.assert_array_equal(again[0], np.ones(16_000))
 
 
 def test_free_blocks_stay_within_capacity_the_rest_are_unlinked(pool):
-    batches = [send(pool, (np.full(5000, i),)) for i in range(5)]
+    batches = [send(pool, (np.full(20_000, i),)) for i in range(5)]
     assert pool.in_use == 5 and len(shm_names(pool.prefix)) == 5
     for i, batch in enumerate(batches):
         assert batch[0][0] == i  # every batch kept its own block
@@ -103,7 +103,7 @@ def test_free_blocks_stay_within_capacity_the_rest_are_unlinked(pool):
 
 
 def test_a_larger_batch_gets_a_larger_block_and_the_smallest_fitting_free_one_is_chosen(pool):
-    small = send(pool, (np.zeros(1000),))
+    small = send(pool, (np.zeros(10_000),))
     large = send(pool, (np.zeros(200_000),))
     del small, large
     gc.collect()
@@ -114,12 +114,12 @@ def test_a_larger_batch_gets_a_larger_block_and_the_smallest_fitting_free_one_is
 
 
 def test_close_unlinks_every_block_while_a_held_batch_stays_readable(pool):
-    held = send(pool, (np.arange(3000.0),))
-    send(pool, (np.zeros(3000),))  # dropped at once: free
+    held = send(pool, (np.arange(12_000.0),))
+    send(pool, (np.zeros(12_000),))  # dropped at once: free
     assert len(shm_names(pool.prefix)) == 2
     pool.close()
     assert shm_names(pool.prefix) == []
-    np.testing.assert_array_equal(held[0], np.arange(3000.0))
+    np.testing.assert_array_equal(held[0], np.arange(12_000.0))
     del held
     gc.collect()
     with pytest.raises(RuntimeError, match="closed"):
@@ -133,7 +133,7 @@ def test_capacity_must_be_positive():
 
 def test_a_workers_mappings_are_kept_for_the_next_write_and_bounded(pool):
     mappings = WorkerMappings(keep=1)
-    batch = (np.arange(2000.0),)
+    batch = (np.arange(9_000.0),)
     skeleton, arrays, nbytes = split_arrays(batch)
     first, second = pool.acquire(nbytes), pool.acquire(nbytes)
     write_arrays(first.name, first.size, skeleton, arrays, mappings)

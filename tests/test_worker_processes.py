@@ -54,12 +54,12 @@ def test_every_index_once_per_epoch_in_shuffled_order_as_threads_give_it():
 
 
 def test_batches_are_arrays_in_their_structure_from_shared_memory_and_unordered_mode_loses_none():
-    with DataLoader(data.Arrays(length=10, size=64), num_threads=2, processes=1) as loader:
+    with DataLoader(data.Arrays(length=10, size=160), num_threads=2, processes=1) as loader:
         batches = list(loader)
     assert sorted(int(b["labels"][1]) for b in batches) == list(range(10))
     for batch in batches:
         index = batch["labels"][1]
-        assert batch["image"].shape == (64, 64, 3) and (batch["image"] == index).all()
+        assert batch["image"].shape == (160, 160, 3) and (batch["image"] == index).all()
         np.testing.assert_array_equal(batch["labels"][0], np.arange(300) + index)
         assert not batch["image"].flags.owndata  # a view of a block, not an unpickled copy
         assert batch["pid"] != os.getpid()
