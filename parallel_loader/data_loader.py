@@ -595,8 +595,10 @@ class DataLoader:
         except BaseException:  # Ctrl-C cut it short: every thread must still be told before raising
             self.stop()
             raise
-        running = self._pool.join(timeout)
-        self._yield_calls.close()
+        try:
+            running = self._pool.join(timeout)
+        finally:  # worker processes end even when a Ctrl-C cuts the wait short
+            self._yield_calls.close()
         if running:
             log.warning(
                 "%s: %s still inside the yield function after close(); they end when that call returns",
