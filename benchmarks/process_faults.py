@@ -175,15 +175,41 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--hang-after", type=float, default=60.0, help="seconds after which a run counts as hung")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT / "process_faults.json")
     args = parser.parse_args(argv)
-    logging.getLogger("parallel_loader").setLevel(logging.CRITICAL)  # each fault logs what the loader did
+    logger = logging.getLogger("parallel_loader")
+    level, handler = logger.level, signal.getsignal(signal.SIGINT)
+    logger.setLevel(logging.CRITICAL)  # each fault logs what the loader did
     # Python's own handler, even when started in the background (where a shell ignores SIGINT).
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        runs, seconds = _campaign(args)
+    finally:
+        logger.setLevel(level)
+        signal.signal(signal.SIGINT, handler)
+    rows = []
+    for fault in FAULTS:
+        for on_error in ("raise", "skip"):
+            chosen = [r for r in runs if r["fault"] == fault and r["on_error"] == on_error]
+            bad = [r for r in chosen if r["problems"]]
+            outcomes = collections.Counter(r["raised"] or "epoch complete" for r in chosen)
+            rows.append([fault, on_error, len(chosen), len(bad), ", ".join(f"{k} {v}" for k, v in outcomes.items())])
+    # Reaching this line means no run hung: a hung run ends the campaign (see _campaign).
+    print(f"\n{args.runs} runs (seed {args.seed}) in {seconds:.0f} s: 0 hangs")
+    print(format_table(["fault", "on_error", "runs", "runs with a problem", "outcome"], rows))
+    kinds = collections.Counter(p.split(":")[0] for r in runs for p in r["problems"])
+    print(f"problems: {dict(kinds) or 'none'} (duplicates, lost indices, orphaned processes, leaked blocks)")
+    report = {"machine": machine_info(), "args": vars(args) | {"out": str(args.out)}, "runs": runs}
+    print(f"wrote {write_json(args.out, report)}")
+    return report
+
+
+def _campaign(args: argparse.Namespace) -> tuple[list[dict[str, Any]], float]:
+    """The runs, and the seconds they took."""
     rng = random.Random(args.seed)
     runs = []
     started = time.perf_counter()
     for number in range(args.runs):
         # A run still going after --hang-after: every thread's stack, and the campaign ends (exit code 1).
-        faulthandler.dump_traceback_later(args.hang_after, exit=True)
+        faulthandler.dump_traceback_later(args.hang_after, exit=True, file=sys.__stderr__)
         try:
             run = one_run(rng)
         finally:
@@ -193,21 +219,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(f"run {number}: {run}", flush=True)
         if (number + 1) % 50 == 0:
             print(f"{number + 1} runs, {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-    rows = []
-    for fault in FAULTS:
-        for on_error in ("raise", "skip"):
-            chosen = [r for r in runs if r["fault"] == fault and r["on_error"] == on_error]
-            bad = [r for r in chosen if r["problems"]]
-            outcomes = collections.Counter(r["raised"] or "epoch complete" for r in chosen)
-            rows.append([fault, on_error, len(chosen), len(bad), ", ".join(f"{k} {v}" for k, v in outcomes.items())])
-    # Reaching this line means no run hung: a hung run ends the campaign (faulthandler above).
-    print(f"\n{args.runs} runs (seed {args.seed}) in {time.perf_counter() - started:.0f} s: 0 hangs")
-    print(format_table(["fault", "on_error", "runs", "runs with a problem", "outcome"], rows))
-    kinds = collections.Counter(p.split(":")[0] for r in runs for p in r["problems"])
-    print(f"problems: {dict(kinds) or 'none'} (duplicates, lost indices, orphaned processes, leaked blocks)")
-    report = {"machine": machine_info(), "args": vars(args) | {"out": str(args.out)}, "runs": runs}
-    print(f"wrote {write_json(args.out, report)}")
-    return report
+    return runs, time.perf_counter() - started
 
 
 if __name__ == "__main__":
