@@ -116,3 +116,21 @@ class Unpicklable(YieldFunction):
 
     def __call__(self, index: int):
         return index
+
+
+class Reporting(YieldFunction):
+    """Skips a bad sample of index 1 itself and reports it through the loader's error sink."""
+
+    def __init__(self) -> None:
+        self.sink = None
+
+    def set_error_sink(self, sink) -> None:
+        self.sink = sink
+
+    def __len__(self) -> int:
+        return 4
+
+    def __call__(self, index: int):
+        if index == 1 and self.sink is not None:
+            self.sink(index, OSError("clip_1.mp4 is truncated"), {"path": "clip_1.mp4", "pid": os.getpid()})
+        return index

@@ -279,3 +279,11 @@ def test_as_tf_dataset_passes_processes_to_its_loaders():
         labels = sorted(int(i) for _, batch_labels in dataset for i in batch_labels.numpy())
         assert labels == list(range(10))
     assert loader_of(dataset).processes == 1
+
+
+def test_what_the_yield_function_reports_in_a_worker_reaches_the_loaders_errors():
+    with DataLoader(data.Reporting(), num_threads=1, processes=1, on_error="skip") as loader:
+        assert sorted(loader) == [0, 1, 2, 3]
+        (record,) = loader.errors
+    assert (record.index, record.type, record.context["path"]) == (1, "OSError", "clip_1.mp4")
+    assert record.context["pid"] != os.getpid()  # reported in the worker, recorded here
