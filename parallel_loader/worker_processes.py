@@ -307,7 +307,7 @@ class ProcessCalls:
         """
         worker = lane.worker
         with self._lock:
-            if self._closing:
+            if self._closing or worker.closed:
                 raise LoaderClosed(f"{self.name}: the worker processes were closed during a call")
             if generation in worker.killed:  # the watchdog killed it
                 if threading.current_thread() in self._abandoned:
@@ -381,6 +381,7 @@ class _Worker:
         self.generation = 0  # how many processes were started in this place
         self.killed: set[int] = set()  # generations the watchdog killed
         self.died: dict[int, tuple[int | None, int | None]] = {}  # generations that died: (pid, exit code)
+        self.closed = False  # ended by close(), or at exit without it
 
 
 class _Lane:
@@ -439,6 +440,7 @@ def _shutdown(workers: list[_Worker], blocks: BlockPool) -> None:
     """End every worker process (closing its control pipe asks it to exit) and unlink the blocks."""
     try:
         for worker in workers:
+            worker.closed = True
             with worker.control_lock:
                 control, worker.control = worker.control, None
             if control is not None:

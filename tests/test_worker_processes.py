@@ -287,3 +287,28 @@ def test_what_the_yield_function_reports_in_a_worker_reaches_the_loaders_errors(
         (record,) = loader.errors
     assert (record.index, record.type, record.context["path"]) == (1, "OSError", "clip_1.mp4")
     assert record.context["pid"] != os.getpid()  # reported in the worker, recorded here
+
+
+def test_a_program_that_exits_without_close_leaves_no_worker_and_no_block(tmp_path):
+    script = textwrap.dedent(
+        """
+        import os
+        from parallel_loader import DataLoader
+        from tests.process_data import Arrays
+        if __name__ == "__main__":
+            loader = DataLoader(Arrays(length=100, size=160), num_threads=1, processes=2, max_len=2)
+            it = iter(loader)
+            next(it)
+            print(os.getpid(), *loader._yield_calls.pids, flush=True)
+        """
+    )
+    path = tmp_path / "no_close.py"
+    path.write_text(script)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=60
+    )
+    assert run.returncode == 0 and run.stderr == ""  # no worker reported dead as the program ends
+    consumer, *pids = [int(p) for p in run.stdout.split()]
+    assert len(pids) == 2 and not any(_alive(p) for p in pids)
+    assert [n for n in os.listdir("/dev/shm") if n.startswith(f"pl{consumer}_")] == []
