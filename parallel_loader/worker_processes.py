@@ -16,21 +16,25 @@ How it works, and why it keeps every guarantee of the threaded loader:
   TensorFlow or CUDA started, unlike ``fork``), when the first loader thread
   needs them, and serve every epoch after. Each gets a fresh pickle of the yield
   function and of ``thread_init``, which it calls in each of its threads with the
-  number ``process * num_threads + thread``. SIGINT is ignored there: a Ctrl-C is
-  the consuming process's to handle, and it ends the workers.
+  number ``process * num_threads + thread``. SIGINT is ignored there, once the
+  worker's imports are done: a Ctrl-C is the consuming process's to handle, and it
+  ends the workers.
 * A batch comes back through shared memory (``shared_batches``): the worker
   tells how many bytes its arrays need, the loader thread hands it a block of the
   consumer's ``BlockPool``, the worker writes the arrays into it once and sends
-  the rest pickled; the batch's arrays are views of the block, which returns to
-  the pool when the consumer drops them. Blocks belong to the consuming process
-  alone, so a worker killed at any moment leaks none, and ``close()`` unlinks them.
+  the rest pickled (arrays under 64 KiB too); the batch's arrays are views of the
+  block, which returns to the pool when the consumer drops them. Blocks belong to
+  the consuming process alone, so a worker killed at any moment leaks none, and
+  ``close()`` unlinks them. A worker keeps its mappings of the few blocks the pool
+  hands round (``WorkerMappings``).
 * The epoch hooks run in the consuming process (on its copy of the yield
   function) and then in each running worker, through a control pipe; a worker
   started later gets a pickle of the copy the hooks have already changed.
 * A call past ``call_timeout``: ``stuck`` asks the worker for the stack of the
   thread making it, kills the process and starts a replacement. The loader thread
-  of that call ends (its result would be dropped); the other calls that were in
-  progress in the killed process are sent again to the replacement, not lost.
+  of that call gives its lane to the thread the pool starts in its place and ends
+  (its result would be dropped); the other calls that were in progress in the
+  killed process are sent again to the replacement, not lost.
 * A worker that dies on its own (a segfault, the OOM killer) breaks its pipes: each
   call in progress there fails with ``WorkerProcessDied``, naming the process, its
   exit code and the index, and the process is replaced. Nothing waits for ever.
