@@ -26,11 +26,12 @@ $(SAMPLE_DATA)/.complete: parallel_loader/sample_data.py | venv
 demo: venv $(SAMPLE_DATA)/.complete
 	$(PY) examples/train_video.py --data $(SAMPLE_DATA) --threads 2 --min-val-accuracy 0.9
 
-# The benchmarks' extra (matplotlib, for the sweep's plots), on top of the dev install.
+# The benchmarks' extras (matplotlib, for the sweep's plots; decord2, the video benchmarks' peer reader),
+# on top of the dev install.
 PLOT := $(VENV)/.plot
 
 $(PLOT): $(INSTALLED)
-	$(PY) -m pip install --quiet -e '.[dev,plot]'
+	$(PY) -m pip install --quiet -e '.[dev,plot,bench]'
 	touch $(PLOT)
 
 # Two MultiWorkerMirroredStrategy workers on 127.0.0.1 (ports from the OS), each reading its shard of every epoch.
@@ -50,6 +51,8 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.sweep --workload train --threads 1,2,4 --batches 15 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.feed_vs_queue --steps 2000 --rounds 2 --quiet 8
 	$(PY) -m benchmarks.video_decode --quiet 5
+	$(PY) -m benchmarks.video_cold --rounds 5 --quiet 5
+	$(PY) -m benchmarks.video_families --rounds 3
 	$(PY) -m benchmarks.epoch_boundary --rounds 3 --quiet 5
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --load-max 0.1 --step 0.005 \
 		--threads 4,8,12,16,24,32,auto --batches 300 --rounds 2 --quiet 5

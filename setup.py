@@ -23,7 +23,23 @@ setup(
         "tqdm>=4.66",
     ],
     extras_require={
-        "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6"],
+        # The remote-read tests run against real servers on 127.0.0.1: moto's S3 server, and s3fs/aiohttp to reach it.
+        "dev": [
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "ruff>=0.6",
+            "fsspec>=2024.6",
+            "s3fs>=2024.6",
+            "aiohttp>=3.9",
+            "moto[server]>=5",
+        ],
+        # Videos in object stores and behind HTTP (parallel_loader.video.remote), one backend per store.
+        "s3": ["fsspec>=2024.6", "s3fs>=2024.6"],
+        "gcs": ["fsspec>=2024.6", "gcsfs>=2024.6"],
+        "azure": ["fsspec>=2024.6", "adlfs>=2024.4"],
+        "http": ["fsspec>=2024.6", "aiohttp>=3.9"],
         "plot": ["matplotlib>=3.8"],
+        # The peer reader the video benchmarks compare with (benchmarks.video_decode, benchmarks.video_cold).
+        "bench": ["decord2>=3.4"],
     },
 )

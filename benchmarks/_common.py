@@ -1,4 +1,11 @@
-"""Helpers shared by the benchmark scripts: statistics, resource sampling, tables, output files."""
+"""Helpers shared by the benchmark scripts: options, statistics, progress, tables, output files.
+
+Every script builds its parser with ``make_parser`` and ``add_out_argument``,
+prints its results with ``format_table`` and writes them with ``write_report``
+(or ``write_json`` for a report of its own shape), so that a script holds only
+what it measures. Measuring a run's resources is ``_resources``'s. The module
+knows nothing of any one benchmark's workload.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +17,6 @@ import os
 import platform
 import statistics
 import sys
-import threading
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,19 +29,19 @@ from parallel_loader.progress import BAR, LINE, progress_mode
 
 __all__ = [
     "DEFAULT_OUT",
-    "ResourceSampler",
     "RunProgress",
     "add_noise_arguments",
+    "add_out_argument",
     "add_output_arguments",
     "Spread",
     "format_table",
-    "others_cpu_percent",
     "machine_info",
+    "make_parser",
     "parse_ints",
     "spread",
-    "wait_for_quiet",
     "write_csv",
     "write_json",
+    "write_report",
 ]
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
@@ -69,114 +74,18 @@ def parse_ints(text: str) -> list[int]:
     return [int(part) for part in text.split(",") if part.strip()]
 
 
-class ResourceSampler:
-    """Samples this process's CPU % and resident memory in a background thread.
+def make_parser(doc: str | None, prog: str | None = None) -> argparse.ArgumentParser:
+    """A script's parser, described by the first paragraph of its docstring ``doc``.
 
-    Use as a context manager around the measured run. ``cpu_percent`` is the mean
-    over the run (100 = one core busy), computed from the process's CPU times at
-    both ends; ``cpu_samples`` holds the ``psutil`` samples taken every ``interval``
-    seconds, and ``peak_rss`` the largest resident set size seen (bytes).
-
-    ``others_percent`` is the machine's busy CPU % during the run less this
-    process's and its children's (worker processes, seen at each sample): the load
-    of a neighbour, the main source of noise on a shared machine.
+    ``prog`` names the command in the usage line; a script that is a package gives
+    it, since its ``__main__.py`` would name it otherwise.
     """
-
-    def __init__(self, interval: float = 0.1) -> None:
-        self.interval = interval
-        self.cpu_samples: list[float] = []
-        self.peak_rss = 0
-        self.cpu_percent = 0.0
-        self.others_percent = 0.0
-        self._process = psutil.Process()
-        self._children: dict[int, float] = {}  # pid -> CPU seconds used since first seen
-        self._children_start: dict[int, float] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ResourceSampler", daemon=True)
-
-    def __enter__(self) -> ResourceSampler:
-        self._process.cpu_percent(None)  # the first call only sets the baseline
-        self.peak_rss = self._process.memory_info().rss
-        for child in self._process.children(recursive=True):
-            self._see(child)  # already running: count only what they use from now on
-        self._t0 = time.perf_counter()
-        self._cpu0 = _cpu_seconds(self._process)
-        self._busy0 = _busy_seconds()
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample_children()
-        wall = time.perf_counter() - self._t0
-        own = _cpu_seconds(self._process) - self._cpu0
-        busy = _busy_seconds() - self._busy0
-        self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
-        if wall > 0:
-            self.cpu_percent = 100.0 * own / wall
-            self.others_percent = max(0.0, 100.0 * (busy - own - sum(self._children.values())) / wall)
-
-    def _see(self, child: psutil.Process) -> None:
-        try:
-            used = _cpu_seconds(child)
-        except psutil.Error:
-            return
-        start = self._children_start.setdefault(child.pid, used if not hasattr(self, "_t0") else 0.0)
-        self._children[child.pid] = used - start
-
-    def _sample_children(self) -> None:
-        try:
-            children = self._process.children(recursive=True)
-        except psutil.Error:
-            return
-        for child in children:
-            self._see(child)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.cpu_samples.append(self._process.cpu_percent(None))
-            self.peak_rss = max(self.peak_rss, self._process.memory_info().rss)
-            self._sample_children()
+    return argparse.ArgumentParser(prog=prog, description=(doc or "").split("\n\n")[0])
 
 
-def _cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return times.user + times.system
-
-
-def _busy_seconds() -> float:
-    """CPU seconds the whole machine has been busy (all cores, all processes)."""
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
-
-
-def others_cpu_percent(seconds: float = 0.3) -> float:
-    """CPU % that other processes use now: the whole machine's busy time while this process sleeps.
-
-    100 is one core busy. A figure well above 0 means a neighbour is competing for the cores.
-    """
-    process = psutil.Process()
-    mine, busy = _cpu_seconds(process), _busy_seconds()
-    time.sleep(seconds)
-    used = (_busy_seconds() - busy) - (_cpu_seconds(process) - mine)
-    return max(0.0, 100.0 * used / seconds)
-
-
-def wait_for_quiet(max_wait: float, threshold: float = 40.0) -> float:
-    """Wait up to ``max_wait`` seconds for other processes to use less than ``threshold`` CPU %.
-
-    Returns the last figure measured (NaN with ``max_wait`` 0: no wait, no probe).
-    On a shared machine a neighbour's load is the main source of noise; the
-    scripts report the load measured during each run with ``ResourceSampler``.
-    """
-    if max_wait <= 0:
-        return float("nan")  # not asked to wait: spare the 0.3 s probe
-    deadline = time.monotonic() + max_wait
-    while True:
-        others = others_cpu_percent()
-        if others < threshold or time.monotonic() >= deadline:
-            return others
+def add_out_argument(parser: argparse.ArgumentParser, default: Path = DEFAULT_OUT, help: str | None = None) -> None:
+    """``--out``: the folder the script writes its results to (``DEFAULT_OUT`` unless ``default``)."""
+    parser.add_argument("--out", type=str, default=str(default), help=help)
 
 
 def add_noise_arguments(parser: argparse.ArgumentParser) -> None:
@@ -271,6 +180,21 @@ def write_json(path: Path, data: Any) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
     return path
+
+
+def write_report(
+    args: argparse.Namespace, name: str, fields: dict[str, Any], machine: dict[str, str] | None = None, say: bool = True
+) -> dict[str, Any]:
+    """Write ``{"args", "machine", **fields}`` to ``<args.out>/<name>.json`` and return it.
+
+    ``machine`` is ``machine_info()`` unless given; with ``say`` the script prints
+    ``wrote PATH``, as most scripts do after their tables.
+    """
+    report = {"args": vars(args), "machine": machine_info() if machine is None else machine, **fields}
+    path = write_json(Path(args.out) / f"{name}.json", report)
+    if say:
+        print(f"wrote {path}")
+    return report
 
 
 def machine_info() -> dict[str, str]:

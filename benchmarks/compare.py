@@ -35,7 +35,6 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,18 +43,17 @@ from parallel_loader import DataLoader, YieldFunction
 from parallel_loader.tf_startup import import_tensorflow
 
 from ._common import (
-    DEFAULT_OUT,
-    ResourceSampler,
     RunProgress,
     add_noise_arguments,
+    add_out_argument,
     add_output_arguments,
     format_table,
-    machine_info,
+    make_parser,
     parse_ints,
     spread,
-    wait_for_quiet,
-    write_json,
+    write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import add_video_arguments, describe_video, limit_opencv_threads, open_video_folder
 
 __all__ = ["main"]
@@ -231,14 +229,14 @@ TENSORFLOW_LOADERS = ("tf.data", "keras-threads", "keras-processes")
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the comparison, print its table and return the results."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--threads", type=parse_ints, default=[1, 2], help="thread (worker) counts, e.g. 1,2")
     parser.add_argument("--loaders", nargs="+", default=list(LOADERS), choices=list(LOADERS))
     parser.add_argument("--batches", type=int, default=20, help="batches per run")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians reported")
     parser.add_argument("--max-len", type=int, default=8, help="queue capacity (max_queue_size for Keras)")
     parser.add_argument("--step", type=float, default=0.0, help="consumer's sleep per batch, standing in for a step")
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     add_noise_arguments(parser)
     add_output_arguments(parser)
     add_video_arguments(parser)
@@ -313,9 +311,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     targets = _targets(results, args.threads)
     for line in targets:
         print(line)
-    report = {"args": vars(args), "machine": machine_info(), "results": results, "targets": targets}
-    print(f"wrote {write_json(Path(args.out) / 'compare.json', report)}")
-    return report
+    return write_report(args, "compare", {"results": results, "targets": targets})
 
 
 def _targets(results: dict[str, dict[str, Any]], threads: Sequence[int]) -> list[str]:

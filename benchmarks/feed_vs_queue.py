@@ -26,7 +26,6 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,17 +34,16 @@ from parallel_loader import DataLoader, DevicePrefetcher, YieldFunction
 from parallel_loader.tf_startup import device_line, import_tensorflow
 
 from ._common import (
-    DEFAULT_OUT,
-    ResourceSampler,
     RunProgress,
     add_noise_arguments,
+    add_out_argument,
     add_output_arguments,
     format_table,
-    machine_info,
+    make_parser,
     spread,
-    wait_for_quiet,
-    write_json,
+    write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import set_tf_threads
 
 __all__ = ["Batches", "main"]
@@ -182,7 +180,7 @@ def run_queue(
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run both variants, print the table and return the results."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--steps", type=int, default=5000, help="training steps per run")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved repeats; medians reported")
     parser.add_argument("--threads", type=int, default=2, help="loader threads")
@@ -203,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=None,
         help="sys.setswitchinterval for the run (Python's default: 0.005 s), see the README",
     )
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     parser.add_argument(
         "--prefetch-to-device", metavar="DEVICE", help="queue: copy the batches to DEVICE (e.g. /GPU:0) ahead"
     )
@@ -323,9 +321,7 @@ def _run(args: argparse.Namespace) -> dict[str, Any]:
     for name, r in results.items():
         verdict = "met" if r["fraction_of_ideal"] >= 0.95 else "MISSED"
         print(f"target achieved >= 0.95x ideal ({name}): {verdict} ({r['fraction_of_ideal']:.2f})")
-    report = {"args": vars(args), "machine": machine_info(), "results": results}
-    print(f"wrote {write_json(Path(args.out) / 'feed_vs_queue.json', report)}")
-    return report
+    return write_report(args, "feed_vs_queue", {"results": results})
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ calibration and the feed runs of feed-vs-queue included). Without
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._common import DEFAULT_OUT, format_table, machine_info, write_json
+from ._common import DEFAULT_OUT, add_out_argument, format_table, make_parser, write_report
 from ._workloads import REPO
 from .gpu_sampler import GpuSampler
 
@@ -138,11 +137,11 @@ def run(workload: Workload, out: Path, device: str | None) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run every workload without, then with, device prefetch; print the table and return the results."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--device", default="/GPU:0", help="the device to prefetch to (default /GPU:0)")
     parser.add_argument("--data", default=str(REPO / "data" / "sample"), help="the sample video set")
     parser.add_argument("--short", action="store_true", help="tiny settings: check the commands run, measure nothing")
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT / "gpu"), help="folder for the reports")
+    add_out_argument(parser, DEFAULT_OUT / "gpu", help="folder for the reports")
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not GpuSampler.available():
@@ -168,9 +167,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"\nGPU: {', '.join(sorted(names)) or 'none sampled'}; device prefetch to {args.device}; short: {args.short}")
     headers = ["workload", "device prefetch", "step ms", "input-bound %", "GPU util % median (mean, max)"]
     print(format_table([*headers, "GPU memory MiB max", "command s"], table))
-    report = {"args": vars(args), "machine": machine_info(), "gpus": sorted(names), "results": results}
-    print(f"wrote {write_json(out / 'gpu_run.json', report)}")
-    return report
+    return write_report(args, "gpu_run", {"gpus": sorted(names), "results": results})
 
 
 if __name__ == "__main__":

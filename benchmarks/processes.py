@@ -38,16 +38,8 @@ import numpy as np
 from parallel_loader import DataLoader, YieldFunction
 from parallel_loader.shared_batches import BlockPool, WorkerMappings, split_arrays, write_arrays
 
-from ._common import (
-    DEFAULT_OUT,
-    ResourceSampler,
-    add_noise_arguments,
-    format_table,
-    machine_info,
-    spread,
-    wait_for_quiet,
-    write_json,
-)
+from ._common import DEFAULT_OUT, add_noise_arguments, format_table, machine_info, spread, write_json
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import add_video_arguments, describe_video, limit_opencv_threads, open_video_folder
 
 __all__ = ["PythonWork", "main"]

@@ -24,23 +24,21 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from parallel_loader import DataLoader, FIFOQueue, YieldFunction
 
 from ._common import (
-    DEFAULT_OUT,
-    ResourceSampler,
     RunProgress,
     add_noise_arguments,
+    add_out_argument,
     add_output_arguments,
     format_table,
-    machine_info,
+    make_parser,
     spread,
-    wait_for_quiet,
-    write_json,
+    write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 
 __all__ = ["main", "measure"]
 
@@ -134,7 +132,7 @@ def measure(kind: str, items: int, producers: int, max_len: int) -> float:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark, print its table and return the results."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--items", type=int, default=200_000, help="items per measurement")
     parser.add_argument("--producers", type=int, default=4)
     parser.add_argument("--max-len", type=int, nargs="+", default=[64, 8], help="queue capacities to try")
@@ -142,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--loader-threads", type=int, default=1, help="loader threads in the telemetry measurement")
     parser.add_argument("--loader-items", type=int, default=20_000, help="batches per telemetry measurement (0: skip)")
     parser.add_argument("--loader-rounds", type=int, default=21, help="interleaved rounds of the telemetry measurement")
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     add_noise_arguments(parser)
     add_output_arguments(parser)
     args = parser.parse_args(argv)
@@ -200,12 +198,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             rows,
         )
     )
-    report = {"args": vars(args), "machine": machine_info(), "results": results}
+    fields = {"results": results}
     if args.loader_items:
-        report["telemetry"] = telemetry_cost(args)
-    path = write_json(Path(args.out) / "queue_overhead.json", report)
-    print(f"wrote {path}")
-    return report
+        fields["telemetry"] = telemetry_cost(args)
+    return write_report(args, "queue_overhead", fields)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ passed (whole epochs only). At the end the script checks:
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import tempfile
@@ -32,7 +31,8 @@ import psutil
 
 from parallel_loader import DataLoader, YieldFunction
 
-from ._common import DEFAULT_OUT, ResourceSampler, format_table, machine_info, write_json
+from ._common import add_out_argument, format_table, make_parser, write_report
+from ._resources import ResourceSampler
 
 __all__ = ["InjectedErrors", "main"]
 
@@ -92,7 +92,7 @@ def _rss() -> int:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the soak, print its report and return it."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--minutes", type=float, default=30.0, help="run whole epochs until this much time passed")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--max-len", type=int, default=8)
@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--step-ms", type=float, default=10.0, help="simulated training step per batch (a sleep), ms")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report-every", type=float, default=5.0, help="minutes between RSS lines")
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     args = parser.parse_args(argv)
     # Each skipped call is logged as a warning; the manifest is the record that counts here.
     logging.getLogger("parallel_loader").setLevel(logging.ERROR)
@@ -219,9 +219,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         if not problems
         else "PROBLEMS:\n  " + "\n  ".join(problems)
     )
-    report = {
-        "args": vars(args),
-        "machine": machine_info(),
+    fields = {
         "minutes": elapsed / 60,
         "samples": samples,
         "start_rss": start_rss,
@@ -234,9 +232,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "delivered": delivered,
         "problems": problems,
     }
-    path = write_json(Path(args.out) / "soak.json", report)
-    print(f"wrote {path}")
-    return report
+    return write_report(args, "soak", fields)
 
 
 if __name__ == "__main__":

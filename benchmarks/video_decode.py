@@ -55,16 +55,16 @@ from av.video.reformatter import VideoReformatter
 from parallel_loader.video import IndexCache, read_clip
 
 from ._common import (
-    DEFAULT_OUT,
-    ResourceSampler,
     add_noise_arguments,
+    add_out_argument,
     format_table,
     machine_info,
+    make_parser,
     parse_ints,
     spread,
-    wait_for_quiet,
-    write_json,
+    write_report,
 )
+from ._resources import ResourceSampler, wait_for_quiet
 from ._workloads import REPO, limit_opencv_threads
 
 __all__ = ["SETS", "main"]
@@ -440,7 +440,7 @@ def _targets(spec: VideoSet, results: dict[str, dict[str, Any]], threads: Sequen
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run the benchmark on each set, print its tables and return the results."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = make_parser(__doc__)
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--readers", nargs="+", default=list(_READERS), choices=list(_READERS))
     parser.add_argument("--threads", type=parse_ints, default=[1, 2], help="reader thread counts, e.g. 1,2")
@@ -456,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--max-seconds", type=float, default=None, help="make the videos at most this long (trials)")
     parser.add_argument("--no-exact", dest="exact", action="store_false", help="skip counting exact clips")
     parser.add_argument("--data", type=str, default=str(REPO / "data" / "video_decode"), help="where the sets are")
-    parser.add_argument("--out", type=str, default=str(DEFAULT_OUT))
+    add_out_argument(parser)
     add_noise_arguments(parser)
     args = parser.parse_args(argv)
     limit_opencv_threads()
@@ -469,9 +469,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             sets[name] = run_set(args, SETS[name], args.ucf_videos, args.ucf_clips)
         else:
             sets[name] = run_set(args, SETS[name], args.kinetics_videos, args.kinetics_clips)
-    report = {"args": vars(args), "machine": machine_info() | _versions(), "sets": sets}
-    print(f"wrote {write_json(Path(args.out) / 'video_decode.json', report)}")
-    return report
+    return write_report(args, "video_decode", {"sets": sets}, machine=machine_info() | _versions())
 
 
 def _versions() -> dict[str, str]:

@@ -15,8 +15,10 @@ from .batching import SampleBatches, default_collate
 from .data_loader import DataLoader, LoaderClosed
 from .device_prefetch import DevicePrefetcher
 from .error_budget import ErrorRecord
+from .error_sink import ErrorSink
 from .errors import ErrorBudgetExceeded, LoaderTimeout, WorkerProcessDied
 from .fifo_queue import FIFOQueue, QueueClosed
+from .quarantine import InProcessMemory, Quarantine, QuarantineMemory
 from .tf_data import as_tf_dataset
 from .train import EpochStats, PassStats, Train
 from .yield_function import YieldFunction
@@ -26,11 +28,15 @@ __all__ = [
     "DevicePrefetcher",
     "ErrorBudgetExceeded",
     "ErrorRecord",
+    "ErrorSink",
     "EpochStats",
     "FIFOQueue",
+    "InProcessMemory",
     "LoaderClosed",
     "LoaderTimeout",
     "PassStats",
+    "Quarantine",
+    "QuarantineMemory",
     "QueueClosed",
     "SampleBatches",
     "Train",

@@ -24,18 +24,56 @@ no ``threading.Event`` of its own: ``Event.set()`` goes through ``Condition.__en
 An interrupt inside ``Condition.notify_all`` leaves the waiters after the point
 it reached asleep: when that wake-up was a stop, they would wait for ever.
 ``notify_all`` makes the wake-ups again before raising.
+
+A KeyboardInterrupt raised in Python code that runs as an object is freed (a
+weakref callback, a ``__del__``) is not raised at all: the interpreter prints
+"Exception ignored" and the Ctrl-C is lost. ``threading`` keeps every ``Thread``
+in a ``WeakSet`` whose callback is Python code, and a loader's thread objects are
+freed in the main thread, by the garbage collector (they sit in reference cycles)
+at any allocation long after the loader closed, or where its last reference goes.
+``new_thread`` makes threads whose freeing runs no Python code.
 """
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["new_lock", "notify_all", "wait"]
+__all__ = ["interrupts_deferred", "new_lock", "new_thread", "notify_all", "wait"]
+
+_DANGLING = getattr(threading, "_dangling", None)  # the WeakSet of every Thread made (see new_thread)
 
 
 def new_lock() -> threading.RLock:
     """The lock to share with the conditions passed to ``wait``."""
     return threading.RLock()
+
+
+def new_thread(target: Callable[..., object], name: str, args: tuple[Any, ...] = ()) -> threading.Thread:
+    """A daemon ``Thread`` (not started) whose object, when freed, runs no Python code a Ctrl-C could be lost in.
+
+    It is taken out of ``threading._dangling``, the ``WeakSet`` of every thread
+    made, which only resets the locks of threads that ended before a ``fork()``
+    (none of the loader's is joined after one) and lists threads for CPython's own
+    tests. A Ctrl-C is held back from the moment ``Thread.__init__`` adds it there
+    until it is out. Call from any thread.
+    """
+    with interrupts_deferred():
+        thread = threading.Thread(target=target, name=name, args=args, daemon=True)
+        try:
+            _undangle(thread)
+        except BaseException:  # an interrupt that is no signal (a trace function's)
+            _undangle(thread)
+            raise
+    return thread
+
+
+def _undangle(thread: threading.Thread) -> None:
+    if _DANGLING is not None:
+        _DANGLING.discard(thread)
 
 
 def wait(cond: threading.Condition, lock: threading.RLock, timeout: float | None = None) -> bool:
@@ -65,3 +103,33 @@ def notify_all(*conds: threading.Condition) -> None:
         for cond in conds:
             cond.notify_all()
         raise
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """In the main thread, hold a Ctrl-C back until the block ends, then raise it.
+
+    For ``threading``'s own code, which no ``try`` of ours can mend: ``Thread.start()``
+    waits on an Event, and a KeyboardInterrupt raised inside ``Condition.__enter__``
+    there, just after its lock is taken, leaves that lock held: the new thread then
+    blocks for ever in ``Event.set()``; and one raised as ``Thread.__init__`` ends
+    leaves a thread in ``threading._dangling`` (see ``new_thread``). Elsewhere, and
+    when SIGINT has a handler of the user's, nothing is changed.
+    """
+    if threading.current_thread() is not threading.main_thread() or (
+        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        try:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        except BaseException:  # an interrupt that is no signal (a trace function's): Ctrl-C must raise again
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise
+        if received:
+            raise KeyboardInterrupt

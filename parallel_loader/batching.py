@@ -12,11 +12,22 @@ Batch ``i`` of an epoch depends on the seed, the epoch and ``i`` alone, so the
 batches are the same whichever thread makes them and however many threads there
 are; every sample is in exactly one batch of an epoch (with ``drop_last``, the
 samples past the last full batch are in none).
+
+Under a loader that skips failures (``on_error="skip"``, told through the error
+sink, see ``error_sink``), a sample that raises is replaced by another, drawn
+from ``(seed, epoch, batch, place in the batch, attempt)``, so the batch still
+comes full and stays reproducible. A sample that failed for a lasting reason
+(see ``quarantine.lasting``) is not fetched again in the run: later draws of it
+are replaced at once. Each bad sample is one record in the loader's ``errors``,
+with the count of its draws replaced. A replacement is drawn from all the
+samples, so it may also be in another batch of the epoch: "every sample once"
+then holds for the samples that do not fail.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,6 +35,9 @@ from typing import Any
 import numpy as np
 
 from ._checks import check_bool, check_int
+from .error_budget import error_context
+from .quarantine import Quarantine, lasting
+from .results import NEVER_SKIPPED
 from .yield_function import YieldFunction, check_instance, checked_len, has_epoch_hooks
 
 __all__ = ["SampleBatches", "default_collate"]
@@ -31,6 +45,10 @@ __all__ = ["SampleBatches", "default_collate"]
 # A word of the random key of the sample order, so that it differs from the
 # loader's batch order and from any random stream the dataset draws from the seed.
 _SAMPLE_ORDER_KEY = 0x53414D504C45
+# The same for the draws that replace a bad sample: [seed, REPLACE_KEY, epoch, batch, place, attempt].
+_REPLACE_KEY = 0x5245504C4143
+# Draws tried for one place of a batch before the batch is given up as one that cannot be made.
+_MAX_ATTEMPTS = 64
 
 
 class SampleBatches(YieldFunction):
@@ -92,6 +110,9 @@ class SampleBatches(YieldFunction):
         self.seed = check_int("seed", seed, minimum=0) if seed is not None else _draw_seed()
         self._epoch = 0
         self._order = self._sample_order(0)
+        self._sink: Any = None  # the loader's error sink (see error_sink), or None
+        self.quarantine = Quarantine()  # samples that failed for a lasting reason, keyed "sample <i>"
+        self._bad: dict[str, BaseException] = {}  # why each one in quarantine failed, for its later reports
         if not has_epoch_hooks(samples):
             # The samples do not depend on the epoch, so batches of two epochs can be
             # made at once: the loader then overlaps epochs (see DataLoader).
@@ -104,6 +125,7 @@ class SampleBatches(YieldFunction):
         state = dict(self.__dict__)
         state.pop("_order_cached", None)
         state.pop("get_batch", None)
+        state["_sink"] = None  # the loader's, in this process: a worker process is given its own
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -119,18 +141,67 @@ class SampleBatches(YieldFunction):
 
     def __call__(self, index: int) -> Any:
         """Make batch ``index`` of the current epoch: collate its samples, fetched in this thread."""
-        return self._collate_batch(index, self._order)
+        return self._collate_batch(index, self._order, self._epoch)
 
     def _get_batch(self, index: int, epoch: int) -> Any:
         """Make batch ``index`` of ``epoch``, whatever the current one (``get_batch`` when the samples allow it)."""
-        return self._collate_batch(index, self._order if epoch == self._epoch else self._order_cached(epoch))
+        return self._collate_batch(index, self._order if epoch == self._epoch else self._order_cached(epoch), epoch)
 
-    def _collate_batch(self, index: int, order: Sequence[int]) -> Any:
+    def set_error_sink(self, sink: Any) -> None:
+        """Take the loader's error sink (see ``error_sink``); the samples get it too if they take one."""
+        self._sink = sink
+        forward = getattr(self.samples, "set_error_sink", None)
+        if forward is not None:
+            forward(sink)
+
+    def _collate_batch(self, index: int, order: Sequence[int], epoch: int) -> Any:
         start = index * self.batch_size
         positions = order[start : start + self.batch_size]
         if index < 0 or not len(positions):
             raise IndexError(f"batch {index} is out of range: the epoch has {len(self)} batches")
-        return self.collate([self._get(int(position)) for position in positions])
+        sink = self._sink
+        if sink is None or not getattr(sink, "skip", False):
+            return self.collate([self._get(int(position)) for position in positions])
+        count = len(order)
+        return self.collate([self._replacing_get(int(p), epoch, index, k, count) for k, p in enumerate(positions)])
+
+    def _replacing_get(self, sample: int, epoch: int, index: int, place: int, count: int) -> Any:
+        """Sample ``sample``, or, if it fails, another drawn for this place of batch ``index``; report each bad draw.
+
+        Attempt ``k > 0`` draws from its own generator, so the sample that takes
+        a bad one's place depends on which samples are bad, not on which thread
+        found them bad first (a sample in quarantine fails its attempt as it would if tried).
+        """
+        failure: BaseException | None = None
+        for attempt in itertools.count():
+            if attempt:
+                if attempt >= _MAX_ATTEMPTS or len(self.quarantine) >= count:
+                    raise RuntimeError(
+                        f"batch {index}: no sample left to replace a bad one with after {attempt} attempts "
+                        f"({len(self.quarantine)} of {count} samples failed for good)"
+                    ) from failure
+                rng = np.random.default_rng([self.seed, _REPLACE_KEY, epoch, index, place, attempt])
+                sample = int(rng.integers(count))
+            key = f"sample {sample}"
+            known = self._bad.get(key) if key in self.quarantine else None
+            if known is not None:
+                self._sink(index, known, self._context(sample, known))
+                continue
+            try:
+                return self._get(sample)
+            except Exception as exc:
+                if isinstance(exc, NEVER_SKIPPED):
+                    raise
+                failure = exc
+                if lasting(exc) and self.quarantine.add(key, f"{type(exc).__name__}: {exc}"):
+                    self._bad[key] = exc
+                self._sink(index, exc, self._context(sample, exc))
+        raise AssertionError("unreachable: itertools.count() never ends")
+
+    def _context(self, sample: int, exc: BaseException) -> dict[str, Any]:
+        """What a bad sample's record says: what the samples and the exception know of it, and its key."""
+        context = error_context(self.samples, sample, exc) or {}
+        return {**context, "sample": sample, "key": f"sample {sample}"}
 
     @property
     def epoch(self) -> int:

@@ -28,6 +28,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from ._checks import check_int
+from ._interrupt_safe import new_thread
 from .fifo_queue import FIFOQueue, QueueClosed
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ class DevicePrefetcher:
             yield from batches
             return
         slots = FIFOQueue(self.buffer)
-        thread = threading.Thread(target=self._copy_loop, args=(batches, slots), name=self.name, daemon=True)
+        thread = new_thread(self._copy_loop, self.name, (batches, slots))
         with self._lock:
             self._running.append((thread, slots))
         thread.start()

@@ -23,7 +23,7 @@ from tqdm import tqdm
 from ._checks import check_bool
 
 if TYPE_CHECKING:
-    from .train import PassStats
+    from .pass_stats import PassStats
 
 __all__ = ["BAR", "LINE", "PassProgress", "progress_mode"]
 

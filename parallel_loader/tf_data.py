@@ -10,8 +10,8 @@ stays light for code that never touches TensorFlow.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Callable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,18 +26,6 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 __all__ = ["as_tf_dataset", "infer_signature", "loader_of"]
-
-# The attribute of a dataset made by as_tf_dataset that holds its _LoaderRef.
-_REF = "_parallel_loader_ref"
-
-
-class _LoaderRef:
-    """The loader a dataset iterates: the one given, or the one its latest iteration made."""
-
-    __slots__ = ("loader",)
-
-    def __init__(self, loader: DataLoader | None) -> None:
-        self.loader = loader
 
 
 def as_tf_dataset(
@@ -85,18 +73,32 @@ def as_tf_dataset(
 
     Who owns the threads:
 
+    * Given a yield function (or a Keras ``PyDataset``), the dataset makes one
+      ``DataLoader`` with the keyword arguments here and keeps it for its whole
+      lifetime: every iteration is the next epoch of that loader, so epochs
+      overlap as with ``Train`` (the next epoch's first batches are made while
+      ``fit`` finishes this one and validates), ``num_threads="auto"`` keeps its
+      thread count from epoch to epoch, and ``loader_of(dataset)`` (and
+      ``parallel_loader.keras.LoaderStats(dataset)``) sees the whole run. Its
+      threads start at the first iteration and end at ``dataset.close()`` or at
+      the end of a ``with dataset:`` block, when the dataset is no longer
+      referenced (garbage collected), or at interpreter exit, whichever comes
+      first (see ``parallel_loader.loader_dataset``). A loader thread that fails
+      closes the loader: the error is raised in that iteration, and later
+      iterations raise ``LoaderClosed``.
     * Given a ``DataLoader``, the caller owns it: the dataset only iterates it,
       one epoch per dataset iteration, and the caller closes it when done (use it
-      as a context manager around ``fit``). Do not iterate the loader elsewhere
-      at the same time.
-    * Given a yield function, the dataset owns its threads: each iteration starts
-      a ``DataLoader`` with the keyword arguments here and closes it when the
-      iteration ends. An iterator dropped part way (a ``fit`` with a smaller
-      ``steps_per_epoch``) closes its loader when TensorFlow releases the
-      iterator, which may be a moment later, in another thread. Epoch numbers
-      go on from one iteration to the next, so seeded shuffling differs per
-      epoch and ``on_epoch_begin`` gets each epoch's number; an epoch left part
-      way does not call ``on_epoch_end``.
+      as a context manager around ``fit``); ``dataset.close()`` leaves it open.
+      Do not iterate the loader elsewhere at the same time.
+
+    The dataset is iterated by one iterator at a time: an iteration started while
+    another is in progress raises ``RuntimeError`` (through TensorFlow, as the
+    error of its first ``next``) rather than share the epoch. An iterator
+    dropped part way (a ``fit`` stopped early) ends its epoch when TensorFlow
+    releases the iterator; the next iteration starts a clean new epoch, and an
+    epoch left part way does not call ``on_epoch_end``. Epoch numbers go on from
+    one iteration to the next, so seeded shuffling differs per epoch and
+    ``on_epoch_begin`` gets each epoch's number.
 
     With ``tf.distribute`` (``strategy.distribute_datasets_from_function``), pass
     the ``InputContext`` the strategy gives the dataset function as
@@ -112,8 +114,9 @@ def as_tf_dataset(
 
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
-            ``__len__`` taking an index), a zero-argument callable (a stream), or
-            with ``batch_size`` a sample dataset.
+            ``__len__`` taking an index), a Keras ``PyDataset``/``Sequence`` (see
+            ``parallel_loader.keras_source``), a zero-argument callable (a stream),
+            or with ``batch_size`` a sample dataset.
         output_signature: the ``tf.TypeSpec`` structure of one batch, as
             ``tf.data.Dataset.from_generator`` takes it. By default it is inferred
             from batch 0, made once here in the calling thread (see
@@ -135,7 +138,8 @@ def as_tf_dataset(
         device_buffer: the most batches waiting on the device, ahead of the one in use.
 
     Returns:
-        A dataset whose elements are the batches; its cardinality is the number of
+        A ``LoaderDataset`` (a ``tf.data.Dataset`` with ``close()``, a context
+        manager) whose elements are the batches; its cardinality is the number of
         batches per epoch (of this shard) when the source has a length, unless
         the batches are prefetched to a device. ``loader_of(dataset)`` gives the
         loader it iterates (for ``parallel_loader.keras.LoaderStats``).
@@ -153,84 +157,68 @@ def as_tf_dataset(
     if isinstance(source, DataLoader):
         if batch_size is not None:
             raise ValueError("batch_size is for a sample dataset; give it to the DataLoader instead")
-        # The yield function is read for inference only; the loader keeps calling it.
-        yield_fn = source.yield_fn
-        full_length = epoch_length(yield_fn)
-        length = source.batches_per_epoch if full_length is None else len(source)
-        _check_loader_sharding(source, sharding, explicit=input_context is not None or sharding[0] > 1)
+        loader, owned = source, False
+        _check_loader_sharding(loader, sharding, explicit=input_context is not None or sharding[0] > 1)
     else:
-        # Check the loader's arguments now rather than in TensorFlow's generator thread. The
-        # loaders made below take its yield function (the batching adapter with batch_size),
-        # and its seed, so every iteration follows one sequence of shuffled orders.
-        checked = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
-                             drop_last=drop_last, collate=collate, processes=processes,
-                             **_shard_kwargs(sharding))  # fmt: skip
-        checked.close()
-        yield_fn, shuffle, seed = checked.yield_fn, checked.shuffle, checked.seed
-        loader_args = (num_threads, max_len, shuffle, seed, ordered, name)
-        full_length = epoch_length(yield_fn)
-        length = None if full_length is None else len(checked)
-    if output_signature is None:
-        if full_length is None:
-            raise TypeError(
-                f"{type(yield_fn).__name__} is a stream (no __len__): pass output_signature, "
-                "since inferring it would consume a batch"
-            )
-        if full_length == 0:
-            raise ValueError("the source has no batches: nothing to infer output_signature from")
-        output_signature = infer_signature(yield_fn(0))
+        # The dataset's one loader, made now so that bad arguments fail here rather than in
+        # TensorFlow's generator thread; its threads start at the first iteration.
+        loader = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
+                            drop_last=drop_last, collate=collate, processes=processes,
+                            **_shard_kwargs(sharding))  # fmt: skip
+        owned = True
+    full_length = epoch_length(loader.yield_fn)
+    length = loader.batches_per_epoch if full_length is None else len(loader)
+    try:
+        output_signature = _signature(loader.yield_fn, full_length, output_signature)
+    except BaseException:
+        if owned:
+            loader.close()
+        raise
 
-    if isinstance(source, DataLoader):
-        ref = _LoaderRef(source)
+    from .loader_dataset import LoaderDataset, LoaderFeed
 
-        def generate() -> Iterator[Any]:
-            yield from _completing(source)
-
-    else:
-        epochs = itertools.count()
-        ref = _LoaderRef(None)
-
-        def generate() -> Iterator[Any]:
-            # One loader per epoch (TensorFlow may drop an iterator without ending it), so
-            # nothing is made ahead for an epoch this loader will not see.
-            loader = DataLoader(
-                yield_fn,
-                *loader_args,
-                first_epoch=next(epochs),
-                overlap_epochs=False,
-                processes=processes,
-                **_shard_kwargs(sharding),
-            )
-            with loader:
-                ref.loader = loader
-                yield from _completing(loader)
-
-    dataset = tf.data.Dataset.from_generator(generate, output_signature=output_signature)
+    feed = LoaderFeed(loader, owned)
+    dataset = tf.data.Dataset.from_generator(feed.epoch, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     if prefetch_to_device is not None:
         dataset = prefetch_dataset(dataset, prefetch_to_device, device_buffer)
-    setattr(dataset, _REF, ref)
-    return dataset
+    return LoaderDataset(dataset, feed)
 
 
-def loader_of(dataset: Any) -> DataLoader | None:
+def _signature(yield_fn: Callable[..., Any], length: int | None, given: Any) -> Any:
+    """The output signature given, or one inferred from batch 0, made here in the calling thread."""
+    if given is not None:
+        return given
+    if length is None:
+        raise TypeError(
+            f"{type(yield_fn).__name__} is a stream (no __len__): pass output_signature, "
+            "since inferring it would consume a batch"
+        )
+    if length == 0:
+        raise ValueError("the source has no batches: nothing to infer output_signature from")
+    return infer_signature(yield_fn(0))
+
+
+def loader_of(dataset: Any) -> DataLoader:
     """The ``DataLoader`` that a dataset made by ``as_tf_dataset`` iterates.
 
-    For a dataset over a ``DataLoader``, that loader; over a yield function, the
-    loader of its latest iteration (``None`` before the first).
+    The ``DataLoader`` given to ``as_tf_dataset``, or the one loader the dataset
+    made from a yield function, for every iteration of the dataset.
 
     Raises:
         TypeError: ``dataset`` was not made by ``as_tf_dataset`` (a dataset derived
-            from one with ``.map`` or ``.repeat`` is another object: pass the loader).
+            from one with ``.map`` or ``.repeat`` is another object: pass the one
+            ``as_tf_dataset`` returned).
     """
-    ref = getattr(dataset, _REF, None)
-    if not isinstance(ref, _LoaderRef):
+    # Not imported for the check: the module imports TensorFlow, and it was loaded if the dataset is one of its.
+    module = sys.modules.get(f"{__package__}.loader_dataset")
+    if module is None or not isinstance(dataset, module.LoaderDataset):
         raise TypeError(
             f"{type(dataset).__name__} was not made by as_tf_dataset (a dataset derived from one with "
             ".map(), .repeat() etc. is a new object): pass the DataLoader, or the dataset as_tf_dataset returned"
         )
-    return ref.loader
+    return dataset.loader
 
 
 def _sharding(
@@ -269,25 +257,6 @@ def _check_loader_sharding(loader: DataLoader, sharding: tuple[int, int, Remaind
             "was asked for: build the DataLoader with those num_shards and shard_index, or pass its yield "
             "function instead"
         )
-
-
-def _completing(loader: DataLoader) -> Iterator[Any]:
-    """Yield one epoch of ``loader``, finishing the epoch before the last batch goes out.
-
-    Holding one batch back means the loader's epoch is complete (and the yield
-    function's ``on_epoch_end`` called) by the time the consumer has the last
-    batch, even if it never asks for more: ``dataset.take(n)``, or a ``fit``
-    that counts its steps.
-    """
-    batches = iter(loader)
-    try:
-        held = next(batches)
-    except StopIteration:
-        return
-    for batch in batches:
-        yield held
-        held = batch
-    yield held
 
 
 def infer_signature(batch: Any) -> Any:

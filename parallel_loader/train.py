@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -24,61 +24,16 @@ import numpy as np
 from ._checks import check_bool, check_int, check_threads
 from .data_loader import STOP_TIMEOUT, DataLoader
 from .device_prefetch import DevicePrefetcher
+from .keras_source import as_yield_function
+from .pass_stats import EpochStats, PassStats
 from .progress import PassProgress, progress_mode
 from .sharding import Remainder
-from .telemetry import LoaderStats, Rates
+from .telemetry import LoaderStats
 from .yield_function import epoch_length
 
 __all__ = ["EpochStats", "PassStats", "Train"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class PassStats(Rates):
-    """One pass over one data set.
-
-    Attributes:
-        batches: batches the task was called with.
-        seconds: wall time of the pass.
-        wait_seconds: time the calling thread spent waiting for the next batch.
-        outputs: what the task returned for each batch, when ``keep_outputs`` is set.
-        metrics: the mean over the pass of each number the task returned in a
-            dict, as ``model.train_on_batch(x, y, return_dict=True)`` returns
-            ``{"loss": ..., "accuracy": ...}``; values that are not plain numbers
-            (tensors) are left out, since reading them would wait for the device.
-        loader: what the loader measured during the pass (``DataLoader.stats()``
-            over the pass): its call times per thread, queue fill, thread count.
-    """
-
-    batches: int = 0
-    seconds: float = 0.0
-    wait_seconds: float = 0.0
-    outputs: list[Any] = field(default_factory=list)
-    metrics: dict[str, float] = field(default_factory=dict)
-    loader: LoaderStats | None = None
-
-
-@dataclass
-class EpochStats:
-    """The record of one epoch: its training pass, and its validation pass if any."""
-
-    epoch: int
-    train: PassStats
-    val: PassStats | None = None
-
-    # The training pass's figures, the ones asked for most, at the top level.
-    @property
-    def batches(self) -> int:
-        return self.train.batches
-
-    @property
-    def seconds(self) -> float:
-        return self.train.seconds
-
-    @property
-    def wait_fraction(self) -> float:
-        return self.train.wait_fraction
 
 
 class Train:
@@ -201,6 +156,7 @@ class Train:
         self.test_task = test_task
         self.on_epoch_end = on_epoch_end
         shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
+        train_yield, val_yield, test_yield = map(as_yield_function, (train_yield, val_yield, test_yield))
         # A sample dataset (batch_size) is indexed; the loader checks it.
         indexed = batch_size is not None or epoch_length(train_yield) is not None
         batching = dict(batch_size=batch_size, collate=collate)

@@ -16,17 +16,15 @@ it should be (see that module).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-from ._interrupt_safe import notify_all, wait
+from ._interrupt_safe import interrupts_deferred, new_thread, notify_all, wait
 from .telemetry import CallTimes
 
 __all__ = ["CallSlot", "WorkerPool"]
@@ -157,7 +155,7 @@ class WorkerPool:
         for _ in range(count):
             self._start_thread()
         if self.call_timeout is not None and self._watchdog is None:
-            self._watchdog = threading.Thread(target=self._watch, name=f"{self.name}-watchdog", daemon=True)
+            self._watchdog = new_thread(self._watch, f"{self.name}-watchdog")
             self._watchdog.start()
         log.debug("%s started %d threads", self.name, count)
 
@@ -258,7 +256,7 @@ class WorkerPool:
         # grow with every thread a tuner starts over a run of days.
         ended = next((s for s in self._slots if _ended(s.thread)), None)
         number = len(self._slots) if ended is None else ended.number
-        thread = threading.Thread(target=self._run, name=f"{self.name}-{number}", daemon=True)
+        thread = new_thread(self._run, f"{self.name}-{number}")
         slot = CallSlot(number, thread)
         if ended is not None:
             slot.times = ended.times
@@ -269,7 +267,7 @@ class WorkerPool:
         else:
             self._slots[number] = slot
         self._live += 1
-        with _interrupts_deferred():
+        with interrupts_deferred():
             thread.start()
 
     def _run(self) -> None:
@@ -356,30 +354,6 @@ class WorkerPool:
             for slot in stuck:
                 if self._on_stuck is not None:
                     self._on_stuck(slot)
-
-
-@contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """In the main thread, hold a Ctrl-C back until the block ends, then raise it.
-
-    ``Thread.start()`` waits on an Event, and a KeyboardInterrupt raised inside
-    ``Condition.__enter__`` there, just after its lock is taken, leaves that lock
-    held: the new thread then blocks for ever in ``Event.set()``. Elsewhere, and
-    when SIGINT has a handler of the user's, nothing is changed.
-    """
-    if threading.current_thread() is not threading.main_thread() or (
-        signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield
-        return
-    received: list[int] = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if received:
-            raise KeyboardInterrupt
 
 
 def _ended(thread: threading.Thread) -> bool:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .worker_pool import CallSlot
+from .yield_function import call_of
 
 __all__ = ["ThreadCalls", "YieldCalls", "call_yield_fn", "yield_calls"]
 
@@ -83,17 +84,17 @@ class ThreadCalls:
         report: ErrorSink,
     ) -> None:
         self._yield_fn = yield_fn
-        self._stream = stream
+        self._call = call_of(yield_fn, stream)  # chosen once: no lookup per call
         self.thread_init = thread_init
         sink = getattr(yield_fn, "set_error_sink", None)
-        if sink is not None:  # a yield function that skips bad data itself reports it here (VideoFolder)
+        if sink is not None:  # a yield function that replaces bad data itself reports it here (VideoFolder)
             sink(report)
 
     def width(self, num_threads: int) -> int:
         return num_threads
 
     def call(self, task: Task) -> Any:
-        return call_yield_fn(self._yield_fn, self._stream, task)
+        return self._call(task[4], task[1])
 
     def stuck(self, slot: CallSlot, skip: tuple[str, ...] = ()) -> str:
         return slot.stack(skip=(*skip, __file__))

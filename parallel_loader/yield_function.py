@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["YieldFunction", "check_instance", "checked_len", "epoch_length", "has_epoch_hooks"]
+__all__ = ["YieldFunction", "call_of", "check_instance", "checked_len", "epoch_length", "has_epoch_hooks"]
 
 
 class YieldFunction:
@@ -138,6 +138,21 @@ def epoch_length(yield_fn: Any) -> int | None:
     if not hasattr(type(yield_fn), "__len__"):
         return None
     return checked_len(yield_fn, "batches per epoch")
+
+
+def call_of(yield_fn: Any, stream: bool) -> Callable[[int, int], Any]:
+    """How a loader thread makes batch ``index`` of ``epoch``: the one call, chosen once.
+
+    A stream is called with no argument; a yield function with
+    ``get_batch(index, epoch)`` through it (two epochs' calls may then run at
+    once); any other with the index alone.
+    """
+    if stream:
+        return lambda index, epoch: yield_fn()
+    get_batch = getattr(yield_fn, "get_batch", None)
+    if get_batch is not None:
+        return get_batch
+    return lambda index, epoch: yield_fn(index)
 
 
 def _call_hint(cls: type) -> str:

@@ -15,7 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import compare, epoch_boundary, feed_vs_queue, queue_overhead, sweep, video_decode
+from benchmarks import (
+    compare,
+    epoch_boundary,
+    feed_vs_queue,
+    queue_overhead,
+    startup,
+    sweep,
+    video_cold,
+    video_decode,
+    video_families,
+)
 from benchmarks._workloads import REPO
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -51,11 +61,19 @@ def test_queue_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_epoch_boundary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--load", "0.004", "--step", "0.001", "--epoch-batches", "4", "--val-batches", "2", "--epochs", "3"]
     report = epoch_boundary.main([*argv, "--rounds", "1", "--out", str(tmp_path)])
-    assert set(report["runs"]) == {"loader-False", "loader-True", "train-False", "train-True"}
-    for runs in report["runs"].values():
-        assert all(_finite(x) for run in runs for x in run.values())
+    assert set(report["runs"]) == {f"{mode}-{on}" for mode in ("loader", "train", "fit") for on in (False, True)}
+    for setting, runs in report["runs"].items():
+        if setting.startswith("fit"):  # the loader's wait may be 0 and a first step faster than the median
+            assert all(isinstance(x, float) and math.isfinite(x) for run in runs for x in run.values())
+            assert all(run["boundary_wait_ms"] >= 0 and run["epochs_per_s"] > 0 for run in runs)
+        else:
+            assert all(_finite(x) for run in runs for x in run.values())
+    assert all("first_step_extra_ms" in run for on in (False, True) for run in report["runs"][f"fit-{on}"])
+    assert len(report["fit_bare_first_step_extra_ms"]) == 1
     out = capsys.readouterr().out
-    assert "wait at epoch start, ms" in out and "loader: boundary wait" in out and "train: boundary wait" in out
+    assert "wait at epoch start, ms" in out
+    assert all(f"{mode}: boundary wait" in out for mode in ("loader", "train", "fit"))
+    assert "fit, wall time: an epoch's first step took" in out
     assert (tmp_path / "epoch_boundary.json").exists()
 
 
@@ -183,6 +201,45 @@ def test_video_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "| parallel_loader |" in out and "target every clip exact: met" in out
     assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
     assert json.loads((tmp_path / "video_decode.json").read_text())["sets"]["ucf"]["videos"] == 2
+
+
+def test_video_cold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--ucf-videos", "2", "--kinetics-videos", "1", "--rounds", "1", "--max-seconds", "1.5", "--clip-len", "4"]
+    argv += ["--size", "32", "32", "--threads", "1", "--readers", "parallel_loader", "grab-from-start"]
+    report = video_cold.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["sets"]) == {"ucf", "kinetics"}
+    for result in report["sets"].values():
+        readers = result["results"]
+        assert set(readers) == {"parallel_loader", "grab-from-start"}
+        for reader in readers.values():
+            assert _finite(reader["first"]["1"]) and _finite(reader["second"]["1"])
+            assert reader["exact"] == f"{result['videos']}/{result['videos']}"
+    assert "| parallel_loader |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "video_cold.json").read_text())["sets"]["ucf"]["videos"] == 2
+
+
+def test_video_families(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--families", "h264-ts", "mpeg2-ps", "--seconds", "2", "--clips", "2", "--rounds", "1", "--clip-len", "4"]
+    report = video_families.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["families"]) == {"h264-ts", "mpeg2-ps"}
+    for result in report["families"].values():
+        assert result["seekable"] and result["frames"] == 50
+        ours = result["results"]["parallel_loader"]
+        assert ours["right"] == result["exact"] == result["clips"] == 3 and ours["error"] is None
+        assert _finite(ours["ms_per_clip"]) and _finite(result["late_ratio"])
+    out = capsys.readouterr().out
+    assert " h264-ts |" in out and " mpeg2-ps |" in out
+    assert "target mpeg2-ps late clip <= 0.3x from frame 0:" in out
+    assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
+
+
+def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = startup.main(["--rows", "500", "--rounds", "1", "--out", str(tmp_path)])
+    run = results["500"]
+    assert run["opened"][0] == 0 and run["opened"][1] > 0  # nothing opened constructing; the first batch reads
+    assert all(_finite(float(run["medians"][key])) for key in ("construct_s", "pickle_mb", "first_batch_s"))
+    assert " 500 |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "startup.json").read_text())["results"]["500"]["opened"][0] == 0
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

@@ -121,7 +121,8 @@ def test_error_log_gets_each_record_as_a_json_line_at_once(tmp_path):
         (0, 9, "KeyError", "'bad 9'"),
     ]
     assert [r.to_json() for r in loader.errors] == log.read_text().splitlines()
-    assert set(records[0]) == {"epoch", "index", "type", "message", "context", "thread", "time", "traceback"}
+    fields = {"epoch", "index", "type", "message", "context", "thread", "time", "traceback", "replaced"}
+    assert set(records[0]) == fields and records[0]["replaced"] == 0  # a skipped call replaced no sample
 
 
 def test_error_log_appends_to_an_existing_manifest(tmp_path):

@@ -1,4 +1,4 @@
-"""The Keras example: train_on_batch from a sample-level dataset, its metrics, and early stopping."""
+"""The Keras example: train_on_batch from a sample-level dataset, its metrics, and early stopping; and model.fit."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ def test_train_on_batch_with_keras_metrics_stops_early(capsys):
     out = capsys.readouterr()
     assert "stopped early after" in out.out
     assert out.err.count("\n") == len(history), "one progress line per epoch"
+
+
+def test_fit_keeps_one_loader_for_the_run_and_reports_each_epochs_first_step_wait(capsys):
+    example = load_example("train_keras")
+    history = example.main(["--fit", "--samples", "512", "--epochs", "6", "--patience", "6", "--threads", "auto"])
+    epochs = len(history.history["loss"])
+    assert epochs == 6
+    assert history.history["val_loss"][-1] < history.history["val_loss"][0], "the model learns"
+    for key in ("first_step_wait_ms", "input_bound_pct", "loader_threads"):
+        assert len(history.history[key]) == epochs, key
+    assert not [t for t in threading.enumerate() if t.name.startswith(("train-", "val-"))]
+    out = capsys.readouterr().out
+    assert f"one loader for {epochs} epochs of {epochs};" in out
+    assert out.count("| first-step wait") == epochs and "6 epochs; validation loss" in out

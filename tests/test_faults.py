@@ -8,15 +8,20 @@ waits, the wake-ups and the shutdown path included.
 
 from __future__ import annotations
 
+import gc
+import signal
 import sys
 import threading
+import weakref
+from typing import Any
 
 import pytest
 
 from benchmarks import faults
-from parallel_loader._interrupt_safe import new_lock, notify_all, wait
+from parallel_loader import DataLoader
+from parallel_loader._interrupt_safe import new_lock, new_thread, notify_all, wait
 
-from .helpers import join_all
+from .helpers import Faulty, join_all
 
 
 class Interrupt:
@@ -98,6 +103,55 @@ def test_an_interrupted_notify_all_still_wakes_every_waiter(at: int) -> None:
         with lock:
             cond.notify_all()
         join_all(waiters)
+
+
+def test_freeing_a_closed_loader_runs_no_python_code_a_ctrl_c_could_be_lost_in() -> None:
+    """A closed loader's threads, freed in the main thread (by the collector, at any later allocation), run no Python.
+
+    CPython raises a KeyboardInterrupt that lands in Python code run while an
+    object is freed (a weakref callback, a ``__del__``) nowhere: it prints
+    "Exception ignored" and the Ctrl-C is lost. ``threading`` keeps every
+    ``Thread`` in a ``WeakSet`` whose callback is such code, and a loader's
+    threads sit in reference cycles, so the collector freed them in the middle
+    of a later run (seed 464 of the campaign lost its SIGINT about once in 200).
+    """
+    gc.collect()
+    loader = DataLoader(Faulty(6), num_threads=3, call_timeout=5.0)  # the watchdog's thread too
+    with loader:
+        assert sorted(loader) == list(range(6))
+    threads = [weakref.ref(t) for t in loader._pool.threads]
+    threads.append(weakref.ref(loader._pool._watchdog))
+    ran: list[str] = []
+
+    def trace(frame: Any, event: str, arg: Any) -> None:
+        ran.append(f"{frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_qualname}")
+
+    callbacks, gc.callbacks[:] = gc.callbacks[:], []
+    gc.disable()
+    try:
+        sys.settrace(trace)
+        try:
+            del loader
+            gc.collect()
+        finally:
+            sys.settrace(None)
+    finally:
+        gc.enable()
+        gc.callbacks[:] = callbacks
+    assert not any(ref() for ref in threads), "the loader's threads must have been freed"
+    assert not ran, "Python code ran as the loader was freed; a Ctrl-C there would have been lost"
+
+
+@pytest.mark.parametrize("at", range(1, 20))
+def test_a_thread_made_as_ctrl_c_comes_is_not_left_in_threadings_weak_set(at: int) -> None:
+    """Ctrl-C at each line of ``new_thread`` leaves no thread whose freeing runs Python code (see above)."""
+    name, handler = f"made-{at}", signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt) as interrupted, Interrupt(at):  # its traceback keeps the thread alive
+        new_thread(lambda: None, name)
+        raise KeyboardInterrupt  # fewer lines than ``at``
+    assert not [t for t in threading._dangling if t.name == name]
+    del interrupted
+    assert signal.getsignal(signal.SIGINT) is handler, "Ctrl-C held back for ever"
 
 
 def test_ctrl_c_at_every_line_of_a_short_run_leaves_no_thread_and_raises_keyboard_interrupt() -> None:

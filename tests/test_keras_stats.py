@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import keras
 import numpy as np
 import pytest
@@ -28,7 +30,8 @@ def fit(dataset, callback):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    return model.fit(dataset, epochs=2, callbacks=[callback], verbose=0, shuffle=False)
+    callbacks = callback if isinstance(callback, list) else [callback]
+    return model.fit(dataset, epochs=2, callbacks=callbacks, verbose=0, shuffle=False)
 
 
 @pytest.mark.parametrize("given", ["dataset", "loader"])
@@ -38,9 +41,9 @@ def test_each_epochs_logs_get_the_input_bound_share_and_the_loaders_rate(given):
             callback = LoaderStats(loader)
             history = fit(as_tf_dataset(loader), callback)
     else:
-        dataset = as_tf_dataset(Points(), num_threads=2)
-        callback = LoaderStats(dataset)
-        history = fit(dataset, callback)
+        with as_tf_dataset(Points(), num_threads=2) as dataset:
+            callback = LoaderStats(dataset)
+            history = fit(dataset, callback)
     for key in KEYS:
         assert len(history.history[key]) == 2, key
     for bound, rate, threads in zip(*(history.history[k] for k in KEYS), strict=True):
@@ -48,6 +51,27 @@ def test_each_epochs_logs_get_the_input_bound_share_and_the_loaders_rate(given):
         assert rate > 0
         assert threads == 2
     assert callback.last.batches == 6  # the last epoch's, not the run's
+    assert all(wait >= 0 for wait in history.history["first_step_wait_ms"])
+
+
+class SlowStart(Points):
+    """Epochs kept apart (an epoch hook), and each batch takes a while: every epoch's first step waits."""
+
+    def __call__(self, index):
+        time.sleep(0.02)
+        return super().__call__(index)
+
+    def on_epoch_begin(self, epoch):
+        pass
+
+
+def test_the_first_steps_wait_is_the_stall_at_each_epochs_start_for_training_data_only():
+    with as_tf_dataset(SlowStart(), num_threads=2) as dataset:
+        training, other = LoaderStats(dataset), LoaderStats(dataset, prefix="val_")
+        history = fit(dataset, [training, other])
+    assert len(history.history["first_step_wait_ms"]) == 2
+    assert all(wait > 0 for wait in history.history["first_step_wait_ms"])  # nothing was made ahead
+    assert "val_first_step_wait_ms" not in history.history and "val_loader_threads" in history.history
 
 
 def test_a_dataset_not_made_by_as_tf_dataset_is_refused_with_what_to_pass():

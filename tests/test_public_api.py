@@ -29,3 +29,14 @@ def test_loader_train_and_dataset_take_the_promised_arguments():
         assert callable(getattr(DataLoader, method))
     for method in ("state_dict", "load_state_dict", "stop"):
         assert callable(getattr(Train, method))
+
+
+def test_bad_file_handling_is_importable_where_the_readme_says():
+    from parallel_loader.video import VideoDataset, VideoFolder, excluding, folder_samples
+    from parallel_loader.video.check import main
+
+    assert {"ErrorSink", "Quarantine", "QuarantineMemory", "InProcessMemory"} <= set(parallel_loader.__all__)
+    assert callable(excluding) and callable(main)
+    for fn in (VideoDataset, VideoFolder, folder_samples):
+        assert "exclude" in parameters(fn)
+    assert "quarantine" in parameters(VideoDataset) and "quarantine" in parameters(VideoFolder)

@@ -1,15 +1,18 @@
-"""as_tf_dataset: signatures, repeated iteration, thread ownership, and a tiny model.fit."""
+"""as_tf_dataset: signatures, one loader for the dataset's lifetime, thread ownership, model.fit and tf.distribute."""
 
 from __future__ import annotations
 
+import gc
+import subprocess
+import sys
 import threading
-import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from parallel_loader import DataLoader, YieldFunction, as_tf_dataset
+from parallel_loader.tf_data import loader_of
 
 
 class Batches(YieldFunction):
@@ -36,13 +39,6 @@ def loader_threads(name: str) -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith(name + "-")]
 
 
-def wait_for_no_threads(name: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while loader_threads(name) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not loader_threads(name), f"loader threads still alive: {loader_threads(name)}"
-
-
 def test_signature_is_inferred_from_the_first_batch():
     dataset = as_tf_dataset(Batches(), num_threads=2)
     assert dataset.element_spec == (
@@ -53,22 +49,95 @@ def test_signature_is_inferred_from_the_first_batch():
 
 
 def test_dict_batches_keep_their_keys():
-    dataset = as_tf_dataset(Batches(as_dict=True), num_threads=2)
-    assert set(dataset.element_spec) == {"x", "y"}
-    values = sorted(int(b["y"][0]) for b in dataset)
+    with as_tf_dataset(Batches(as_dict=True), num_threads=2) as dataset:
+        assert set(dataset.element_spec) == {"x", "y"}
+        values = sorted(int(b["y"][0]) for b in dataset)
     assert values == [0, 1, 2, 3, 4]
 
 
-def test_each_iteration_is_a_full_epoch_and_its_threads_end_with_it():
+def test_each_iteration_is_an_epoch_of_one_loader_whose_threads_end_with_the_with_block():
     batches = Batches()
-    dataset = as_tf_dataset(batches, num_threads=3, name="own")
-    for _ in range(3):
-        got = [(x.numpy(), y.numpy()) for x, y in dataset]
-        assert sorted(int(y[0]) for _, y in got) == [0, 1, 2, 3, 4]
-        for x, y in got:
-            assert x.shape == (2, 3) and (x == y[0]).all()
-        wait_for_no_threads("own")
-    assert batches.calls == 1 + 3 * 5  # one call to infer the signature
+    with as_tf_dataset(batches, num_threads=3, name="own") as dataset:
+        loader = loader_of(dataset)
+        assert not loader_threads("own")  # nothing starts before the first iteration
+        for epoch in range(3):
+            got = [(x.numpy(), y.numpy()) for x, y in dataset]
+            assert sorted(int(y[0]) for _, y in got) == [0, 1, 2, 3, 4]
+            for x, y in got:
+                assert x.shape == (2, 3) and (x == y[0]).all()
+            assert loader_of(dataset) is loader and loader.epoch == epoch
+            assert len(loader_threads("own")) == 3  # the same threads go on to the next epoch
+    assert loader.closed and not loader_threads("own")  # close() joined them
+    # One call to infer the signature, 3 epochs, and at most one epoch's worth made ahead.
+    assert 1 + 3 * 5 <= batches.calls <= 1 + 4 * 5
+
+
+def test_threads_end_when_the_dataset_is_no_longer_referenced():
+    dataset = as_tf_dataset(Batches(), num_threads=2, name="dropped")
+    repeated = dataset.repeat(2)
+    loader = loader_of(dataset)
+    del dataset
+    gc.collect()
+    assert len(list(repeated)) == 10  # a dataset derived from it keeps it alive
+    assert len(loader_threads("dropped")) == 2
+    del repeated
+    gc.collect()  # the finaliser closes the loader and joins its threads
+    assert loader.closed and not loader_threads("dropped")
+
+
+def test_a_dataset_iterated_without_a_name_lives_as_long_as_its_iterator():
+    got = 0
+    for _ in as_tf_dataset(Batches(n=20), num_threads=2, max_len=2, name="anon"):
+        got += 1
+        gc.collect()  # TensorFlow's iterator keeps the dataset, and so its loader, alive
+    assert got == 20
+    gc.collect()
+    assert not loader_threads("anon")
+
+
+AT_EXIT = """
+import atexit, threading
+# Registered first, so it runs last: after the dataset's finaliser, which runs at exit.
+atexit.register(lambda: print("at exit:", [t.name for t in threading.enumerate() if t.name.startswith("kept-")]))
+import numpy as np
+from parallel_loader import as_tf_dataset
+class Batches:
+    def __len__(self): return 4
+    def __call__(self, index): return np.full(2, index, np.float32)
+dataset = as_tf_dataset(Batches(), num_threads=2, name="kept")
+print(len(list(dataset)), "batches;", len([t for t in threading.enumerate() if t.name.startswith("kept-")]), "threads")
+"""
+
+
+def test_threads_of_a_dataset_still_referenced_end_at_interpreter_exit():
+    done = subprocess.run([sys.executable, "-c", AT_EXIT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-2:] == ["4 batches; 2 threads", "at exit: []"]
+
+
+def test_close_ends_the_threads_and_a_later_iteration_says_the_loader_is_closed():
+    dataset = as_tf_dataset(Batches(), num_threads=2, name="closed")
+    assert len(list(dataset)) == 5
+    dataset.close()
+    assert not loader_threads("closed")
+    dataset.close()  # twice is fine
+    with pytest.raises(tf.errors.OpError, match="closed is closed"):
+        list(dataset)
+
+
+def test_two_iterations_at_once_are_refused_and_the_first_goes_on_intact():
+    with as_tf_dataset(Batches(n=6), num_threads=2, ordered=True, name="twice") as dataset:
+        first = iter(dataset)
+        got = [int(next(first)[1][0])]
+        second = iter(dataset)
+        with pytest.raises(tf.errors.OpError, match="being iterated already"):
+            next(second)
+        got += [int(next(first)[1][0]) for _ in range(5)]
+        assert got == list(range(6))
+        # The first has had every batch of its epoch, and the epoch is complete: a new iteration may start.
+        assert [int(y[0]) for _, y in dataset] == list(range(6))
+        assert loader_of(dataset).epoch == 1
+        assert not list(first)
 
 
 class Epochs(Batches):
@@ -85,27 +154,44 @@ class Epochs(Batches):
 @pytest.mark.parametrize("given_loader", [False, True])
 def test_an_epoch_ends_when_its_last_batch_is_taken(given_loader):
     batches = Epochs()
-    with DataLoader(batches, num_threads=2, name="epochs") as loader:
-        dataset = as_tf_dataset(loader if given_loader else batches, num_threads=2, name="epochs")
+    with (
+        DataLoader(batches, num_threads=2, name="epochs") as loader,
+        as_tf_dataset(loader if given_loader else batches, num_threads=2, name="epochs") as dataset,
+    ):
         for expected in ([0], [0, 1]):
             assert len(list(dataset.take(5))) == 5  # never asks for a sixth batch
             assert batches.ended == expected
 
 
-def test_an_iterator_dropped_part_way_closes_its_threads():
-    dataset = as_tf_dataset(Batches(n=50), num_threads=2, max_len=2, name="dropped")
-    iterator = iter(dataset)
-    next(iterator)
-    assert loader_threads("dropped")
-    del iterator
-    wait_for_no_threads("dropped")
+def test_an_iterator_dropped_part_way_ends_its_epoch_and_the_next_iteration_is_a_whole_one():
+    with as_tf_dataset(Batches(n=50), num_threads=2, max_len=2, ordered=True, name="dropped") as dataset:
+        iterator = iter(dataset)
+        next(iterator)
+        del iterator  # TensorFlow releases it, and its epoch ends
+        assert [int(y[0]) for _, y in dataset] == list(range(50))
+        assert loader_of(dataset).epoch == 1
+
+
+def test_an_iterator_dropped_in_a_reference_cycle_does_not_block_the_next_iteration():
+    with as_tf_dataset(Batches(n=8), num_threads=2, max_len=2, ordered=True, name="cycle") as dataset:
+        iterator = iter(dataset)
+        next(iterator)
+        cycle = [iterator]
+        cycle.append(cycle)  # only the garbage collector can release it, and with it the epoch
+        del iterator, cycle
+        gc.disable()  # so that only the dataset's own collection can release it
+        try:
+            assert [int(y[0]) for _, y in dataset] == list(range(8))
+        finally:
+            gc.enable()
+        assert loader_of(dataset).epoch == 1
 
 
 def test_a_given_data_loader_is_iterated_but_not_closed():
     with DataLoader(Batches(), num_threads=2, shuffle=True, seed=1, name="given") as loader:
-        dataset = as_tf_dataset(loader)
-        first = [int(y[0]) for _, y in dataset]
-        second = [int(y[0]) for _, y in dataset]
+        with as_tf_dataset(loader) as dataset:
+            first = [int(y[0]) for _, y in dataset]
+            second = [int(y[0]) for _, y in dataset]
         assert sorted(first) == sorted(second) == [0, 1, 2, 3, 4]
         assert loader.epoch == 1
         assert not loader.closed
@@ -124,8 +210,8 @@ def test_a_stream_needs_an_output_signature():
     def finite_stream():
         return np.full(2, next(count), np.float32)  # StopIteration after 3 batches ends the stream
 
-    dataset = as_tf_dataset(finite_stream, tf.TensorSpec((2,), tf.float32), num_threads=1)
-    assert sorted(float(b[0]) for b in dataset) == [0.0, 1.0, 2.0]
+    with as_tf_dataset(finite_stream, tf.TensorSpec((2,), tf.float32), num_threads=1) as dataset:
+        assert sorted(float(b[0]) for b in dataset) == [0.0, 1.0, 2.0]
 
 
 def test_an_unconvertible_batch_is_a_clear_error():
@@ -148,14 +234,14 @@ class Pairs:
 
 
 def test_a_sample_dataset_is_batched_and_shuffled_per_epoch():
-    dataset = as_tf_dataset(Pairs(), num_threads=2, batch_size=4, drop_last=True, shuffle=True, seed=0, ordered=True)
-    assert dataset.element_spec == (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None,), tf.int64))
-    assert dataset.cardinality().numpy() == 2
-    epochs = [[y.numpy().tolist() for _, y in dataset] for _ in range(3)]
+    kwargs = dict(num_threads=2, batch_size=4, drop_last=True, shuffle=True, seed=0, ordered=True)
+    with as_tf_dataset(Pairs(), **kwargs) as dataset:
+        assert dataset.element_spec == (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None,), tf.int64))
+        assert dataset.cardinality().numpy() == 2
+        epochs = [[y.numpy().tolist() for _, y in dataset] for _ in range(3)]
     for batches in epochs:
         assert [len(b) for b in batches] == [4, 4] and len({i for b in batches for i in b}) == 8
     assert epochs[0] != epochs[1] != epochs[2]
-    wait_for_no_threads("tf-loader")
 
 
 @pytest.mark.parametrize(
@@ -196,12 +282,47 @@ def test_keras_fit_trains_for_several_epochs_from_loader_threads():
     model.compile(
         keras.optimizers.Adam(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"]
     )
-    dataset = as_tf_dataset(Separable(), num_threads=2, shuffle=True, seed=0, name="fit")
-    history = model.fit(dataset, epochs=4, verbose=0, shuffle=False)  # the loader shuffles
+    with as_tf_dataset(Separable(), num_threads=2, shuffle=True, seed=0, name="fit") as dataset:
+        history = model.fit(dataset, epochs=4, verbose=0, shuffle=False)  # the loader shuffles
     assert len(history.history["loss"]) == 4
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert history.history["accuracy"][-1] > 0.9
-    wait_for_no_threads("fit")
+
+
+def test_keras_fit_with_auto_threads_and_validation_data_keeps_one_loader_for_all_epochs():
+    import keras
+
+    from parallel_loader.keras import LoaderStats
+
+    class Loaders(keras.callbacks.Callback):
+        """The loaders each epoch of fit read, and their epochs, seen at the end of each epoch."""
+
+        def __init__(self, *datasets) -> None:
+            super().__init__()
+            self.datasets = datasets
+            self.seen: list[tuple[int, ...]] = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seen.append(tuple(x for d in self.datasets for x in (id(loader_of(d)), loader_of(d).epoch)))
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    dataset = as_tf_dataset(Separable(), num_threads="auto", name="fit5")
+    validation = as_tf_dataset(Separable(), num_threads=1, name="val5")
+    loaders, stats = Loaders(dataset, validation), LoaderStats(dataset)
+    history = model.fit(
+        dataset, epochs=5, validation_data=validation, verbose=0, shuffle=False, callbacks=[stats, loaders]
+    )
+    train, val = loader_of(dataset), loader_of(validation)
+    assert loaders.seen == [(id(train), epoch, id(val), epoch) for epoch in range(5)]
+    assert stats.loader is train and len(history.history["loader_threads"]) == 5
+    assert stats.last.batches == 8  # the last epoch's own figures
+    assert loader_threads("fit5") and loader_threads("val5")  # alive between fits, for the next one
+    del dataset, validation, stats, loaders
+    gc.collect()
+    assert train.closed and val.closed
+    assert not loader_threads("fit5") and not loader_threads("val5")
 
 
 class Begun(Separable):
@@ -231,8 +352,10 @@ def test_keras_steps_per_epoch_with_repeat_gets_every_step_and_new_loader_epochs
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     source = Begun()
-    with DataLoader(source, num_threads=2, name="steps") as loader:
-        dataset = as_tf_dataset(loader if given_loader else source, num_threads=2, name="steps")
+    with (
+        DataLoader(source, num_threads=2, name="steps") as loader,
+        as_tf_dataset(loader if given_loader else source, num_threads=2, name="steps") as dataset,
+    ):
         counter = CountSteps()
         history = model.fit(
             dataset.repeat(), epochs=4, steps_per_epoch=5, verbose=0, shuffle=False, callbacks=[counter]
@@ -240,7 +363,24 @@ def test_keras_steps_per_epoch_with_repeat_gets_every_step_and_new_loader_epochs
     assert len(history.history["loss"]) == 4
     assert counter.steps == 4 * 5  # 20 steps from loader epochs of 8 batches; without .repeat(), 16
     assert source.begun[:3] == [0, 1, 2]
-    wait_for_no_threads("steps")
+
+
+def test_distribute_datasets_from_function_reads_each_pipelines_dataset_through_one_loader():
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    made = []
+
+    def dataset_fn(context):
+        made.append(as_tf_dataset(Batches(n=4), num_threads=2, ordered=True, input_context=context, name="dist"))
+        return made[-1]
+
+    distributed = strategy.distribute_datasets_from_function(dataset_fn)
+    for _ in range(2):
+        assert [int(y[0]) for _, y in distributed] == [0, 1, 2, 3]
+    assert len(made) == 1 and loader_of(made[0]).epoch == 1
+    made.clear()
+    del distributed
+    gc.collect()
+    assert not loader_threads("dist")
 
 
 def shard_indices(dataset) -> list[int]:
@@ -253,10 +393,9 @@ def test_input_context_shards_the_epoch_among_the_input_pipelines():
     shards = []
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2)
-        dataset = as_tf_dataset(source, num_threads=2, shuffle=True, seed=4, input_context=context, name="ctx")
-        assert dataset.cardinality().numpy() == 5
-        shards.append([shard_indices(dataset) for _ in range(2)])  # two epochs
-        wait_for_no_threads("ctx")
+        with as_tf_dataset(source, num_threads=2, shuffle=True, seed=4, input_context=context) as dataset:
+            assert dataset.cardinality().numpy() == 5
+            shards.append([shard_indices(dataset) for _ in range(2)])  # two epochs
     for epoch in range(2):
         first, second = shards[0][epoch], shards[1][epoch]
         assert len(first) == len(second) == 5
@@ -276,8 +415,10 @@ def test_input_context_with_a_remainder_and_the_per_replica_batch_size():
     got = []
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline, num_replicas_in_sync=2)
-        dataset = as_tf_dataset(PerReplica(context), num_threads=1, input_context=context, shard_remainder="drop")
-        batches = list(dataset)
+        with as_tf_dataset(
+            PerReplica(context), num_threads=1, input_context=context, shard_remainder="drop"
+        ) as dataset:
+            batches = list(dataset)
         assert all(x.shape == (4, 3) for x, _ in batches)
         got.append([int(y[0]) for _, y in batches])
     assert got == [[0, 2], [1, 3]]  # 5 batches for 2 pipelines: the last one dropped
@@ -316,12 +457,11 @@ def test_sharding_arguments_are_checked_at_once():
 
 
 def test_prefetch_to_device_delivers_the_batches_on_the_device(caplog):
-    dataset = as_tf_dataset(Batches(n=6), num_threads=2, ordered=True, prefetch_to_device="/CPU:0", name="dev")
-    for _ in range(2):  # each iteration is still one loader epoch
-        got = list(dataset)
-        assert [int(y[0]) for _, y in got] == list(range(6))
-        assert all(x.device.endswith("CPU:0") and y.device.endswith("CPU:0") for x, y in got)
-    wait_for_no_threads("dev")
+    with as_tf_dataset(Batches(n=6), num_threads=2, ordered=True, prefetch_to_device="/CPU:0") as dataset:
+        for _ in range(2):  # each iteration is still one loader epoch
+            got = list(dataset)
+            assert [int(y[0]) for _, y in got] == list(range(6))
+            assert all(x.device.endswith("CPU:0") and y.device.endswith("CPU:0") for x, y in got)
     with caplog.at_level("WARNING", logger="parallel_loader.device_prefetch"):
         unmoved = as_tf_dataset(Batches(n=6), prefetch_to_device="/GPU:7")
     assert unmoved.cardinality().numpy() == 6  # left as it was: the copy would make it unknown

@@ -317,12 +317,20 @@ def test_segments_too_short_are_skipped_alone_and_bad_files_for_all_their_segmen
             r"fewer than a clip of 4 frames at stride 2 needs \(7\) \(listed at sample 1\)"
         ),
     ):
-        VideoDataset(rows, batch_size=2, clip_len=4, stride=2)
+        VideoDataset(rows, batch_size=2, clip_len=4, stride=2, train=False)(0)  # found at its first read
     with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
         data = VideoDataset(rows, batch_size=2, clip_len=4, stride=2, on_error="skip", train=False, dtype="uint8")
-    assert data.samples == [(str(long), 0, 20), (str(long), 1, 10)]  # frames 0-19 and 50-59
+        clips = [data(i)[0] for i in range(len(data))]
+    # The headers' frames: 0-19, 25-27, 50-59, none (the file ends at 2.4 s), none (not a video).
+    assert data.samples == [
+        (str(long), 0, 20),
+        (str(long), 0, 3),
+        (str(long), 1, 10),
+        (str(long), 1, 0),
+        (str(fake), 1, 0),
+    ]
     assert set(data.skipped) == {f"{long} [1, 1.1) s", f"{long} [3, 4) s", str(fake)}
     assert "starts" not in data.skipped[f"{long} [3, 4) s"] and "has 0 frames" in data.skipped[f"{long} [3, 4) s"]
     assert data.skipped[str(fake)].endswith("(listed at sample 4)")
-    assert [frame_indices(c)[0] for c in data(0)[0]] == [6, 51]  # centre clips: 0 + 13 // 2 and 50 + 3 // 2
+    assert [frame_indices(clips[i][0])[0] for i in (0, 1)] == [6, 51]  # centre clips: 0 + 13 // 2 and 50 + 3 // 2
     assert "sample 1" in caplog.text and "fake.avi" in caplog.text

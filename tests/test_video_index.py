@@ -7,6 +7,7 @@ import errno
 import logging
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -16,16 +17,20 @@ import pytest
 from parallel_loader.video import (
     IndexCache,
     VideoDecodeError,
+    VideoIndex,
     default_index_cache,
     frame_count,
+    packet_index,
     probe,
     read_clip,
     set_default_index_cache,
 )
 from parallel_loader.video import decode as decode_module
 from parallel_loader.video import index as index_module
+from parallel_loader.video import scan as scan_module
+from parallel_loader.video.source import local_key
 
-from .video_files import FRAME_STEP, overstate_frame_count, truncate, write_encoded_video
+from .video_files import FRAME_STEP, overstate_frame_count, pack_b_frames, truncate, write_encoded_video
 
 N = 64  # frames per file: frame i has red 4 * i, so every frame's index shows in its pixels
 GAPS = [i + (i >= 20) + 2 * (i >= 41) for i in range(N)]  # timestamps skip 1 after frame 19, 2 after frame 40
@@ -40,13 +45,19 @@ FORMATS = {
     "timestamp_gaps": ("gaps.avi", dict(codec="mpeg4", codec_tag="XVID", gop=12, timestamps=GAPS)),
     "variable_rate": ("vfr.mp4", dict(codec="libx264", gop=16, b_frames=2, timestamps=VARIABLE)),
     "no_timestamps": ("raw.h264", dict(codec="libx264", container="h264", gop=16, b_frames=2)),
+    "h264_open_gop": ("open_gop.mp4", dict(codec="libx264", gop=16, b_frames=3, open_gop=True)),
+    "h264_matroska": ("h264.mkv", dict(codec="libx264", gop=16, b_frames=2)),
+    "xvid_packed_b_frames": ("packed.avi", dict(codec="mpeg4", codec_tag="XVID", gop=12, b_frames=1)),  # packed below
 }
 
 
 @pytest.fixture(scope="session")
 def videos(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("formats")
-    return {name: write_encoded_video(root / file, N, **kwargs) for name, (file, kwargs) in FORMATS.items()}
+    made = {name: write_encoded_video(root / file, N, **kwargs) for name, (file, kwargs) in FORMATS.items()}
+    packed = made["xvid_packed_b_frames"]
+    made["xvid_packed_b_frames"] = pack_b_frames(packed.rename(packed.with_name("unpacked.avi")), packed)
+    return made
 
 
 def ground_truth(path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
@@ -89,11 +100,14 @@ def test_resized_clips_equal_the_resized_frames_decoded_from_the_start(videos, n
         ("mjpeg", list(range(N)), True),
         ("timestamp_gaps", list(range(0, N, 12)), False),
         ("variable_rate", [0, 16, 32, 48], False),
+        ("h264_open_gop", [0, 16, 32, 48], True),
+        ("h264_matroska", [0, 16, 32, 48], True),
     ],
 )
 def test_the_index_knows_frames_and_keyframes(videos, name, keyframes, regular):
     index = IndexCache().get(videos[name])
     assert index.seekable, index.reason
+    assert index.made_by == "packets"  # none of these needed decoding
     assert index.frames == N
     assert list(index.keyframes) == keyframes
     assert (index.pts_table is None) == regular
@@ -156,8 +170,8 @@ def test_a_seek_that_goes_wrong_during_a_read_is_caught_and_the_file_read_from_t
     cache = IndexCache()
     good = cache.get(path)
     key = os.path.abspath(path)
-    wrong = index_module.VideoIndex(good.frames, good.keyframes, True, "", good.pts_start, 2 * good.pts_step)
-    cache._remember(key, index_module._stamp(key), wrong)  # as if a file's seeks had passed the checks
+    wrong = VideoIndex(good.frames, good.keyframes, True, "", good.pts_start, 2 * good.pts_step)
+    cache.put(local_key(path), wrong)  # as if a file's seeks had passed the checks
     truth = ground_truth(path)
     with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
         np.testing.assert_array_equal(read_clip(path, 30, 4, 2, index_cache=cache), truth[30:37:2])
@@ -171,16 +185,16 @@ def test_the_index_is_kept_on_disk_and_rebuilt_when_the_file_changes(videos, tmp
     path = tmp_path / "clip.mp4"
     path.write_bytes(videos["h264_long_gop"].read_bytes())
     scans: list[str] = []
-    original = index_module.scan
+    original = index_module._make
 
-    def counting(p):
+    def counting(p, *args):
         scans.append(os.fspath(p))
-        return original(p)
+        return original(p, *args)
 
-    monkeypatch.setattr(index_module, "scan", counting)
+    monkeypatch.setattr(index_module, "_make", counting)
     first = IndexCache(tmp_path / "cache").get(path)
     assert len(scans) == 1
-    (stored,) = (tmp_path / "cache").glob("*/*.json")
+    assert len(list((tmp_path / "cache").glob("*/*.seg"))) == 1
     again = IndexCache(tmp_path / "cache").get(path)  # a second run: read from disk
     assert len(scans) == 1
     assert (again.frames, again.keyframes, again.seekable) == (first.frames, first.keyframes, True)
@@ -193,7 +207,8 @@ def test_the_index_is_kept_on_disk_and_rebuilt_when_the_file_changes(videos, tmp
     path.write_bytes(videos["mjpeg"].read_bytes())  # replaced: scanned again, and the new facts kept
     assert list(IndexCache(tmp_path / "cache").get(path).keyframes) == list(range(N))
     assert len(scans) == 3
-    stored.write_text("{not json")  # a damaged cache file is ignored and rewritten
+    for segment in (tmp_path / "cache").glob("*/*.seg"):  # a damaged store is ignored and written again
+        segment.write_bytes(segment.read_bytes().replace(b"VIX1", b"XXXX"))
     assert IndexCache(tmp_path / "cache").get(path).frames == N
     assert len(scans) == 4
     assert list(IndexCache(tmp_path / "cache").get(path).keyframes) == list(range(N))
@@ -216,7 +231,9 @@ def test_an_unseekable_verdict_found_while_reading_is_kept_on_disk(videos, tmp_p
 
 
 def test_the_cache_is_shared_by_threads_and_bounded(videos):
-    cache = IndexCache(max_entries=2)
+    one = IndexCache(None)
+    one.get(videos["xvid"])
+    cache = IndexCache(None, max_bytes=2 * one.memory + one.memory // 2)  # room for two entries
     names = ["xvid", "h264_long_gop", "mjpeg"]
     truth = {name: ground_truth(videos[name]) for name in names}
     barrier = threading.Barrier(4)
@@ -256,8 +273,8 @@ def test_the_default_cache_serves_read_clip_and_frame_count(videos):
         set_default_index_cache(before)
     with pytest.raises(TypeError, match="IndexCache"):
         set_default_index_cache("/tmp/cache")
-    with pytest.raises(ValueError, match="max_entries"):
-        IndexCache(max_entries=0)
+    with pytest.raises(ValueError, match="max_bytes"):
+        IndexCache(max_bytes=0)
 
 
 def test_a_truncated_file_gives_exactly_the_frames_that_decode_and_an_error_past_them(videos, tmp_path):
@@ -319,6 +336,7 @@ class FlakyReads:
 class _FlakyContainer:
     def __init__(self, container, reads: FlakyReads) -> None:
         self.container, self.reads, self.name, self.sought = container, reads, container.name, False
+        self.format = container.format
 
     def seek(self, *args, **kwargs):
         self.reads.seeks.append(self.name)
@@ -335,9 +353,10 @@ class _FlakyContainer:
 
 @pytest.mark.parametrize("failing", ["seek", "read"])
 def test_a_read_error_after_a_seek_raises_and_the_file_stays_seekable(videos, tmp_path, monkeypatch, failing):
+    """A file indexed by decoding decoded whole then: a read error now says nothing against its index."""
     path = videos["h264_long_gop"]
     cache = IndexCache(tmp_path)
-    assert cache.get(path).seekable
+    assert cache.rescan(path).seekable and cache.get(path).made_by == "decoding"
     failures = [failing]
     reads = FlakyReads(decode_module.open_video, failures)
     monkeypatch.setattr(decode_module, "open_video", reads)
@@ -349,13 +368,132 @@ def test_a_read_error_after_a_seek_raises_and_the_file_stays_seekable(videos, tm
     assert reads.seeks == [str(path)] * 2  # the second read sought again
 
 
+@pytest.mark.parametrize("failing", ["seek", "read"])
+def test_a_read_error_after_a_seek_in_a_file_indexed_from_packets_decodes_it(videos, tmp_path, monkeypatch, failing):
+    """Packets say nothing of whether they decode (a damaged one is passed over from the first frame): decode it."""
+    path = videos["h264_long_gop"]
+    cache = IndexCache(tmp_path)
+    assert cache.get(path).made_by == "packets"
+    failures = [failing]
+    monkeypatch.setattr(decode_module, "open_video", FlakyReads(decode_module.open_video, failures))
+    np.testing.assert_array_equal(read_clip(path, 40, 4, 2, index_cache=cache), ground_truth(path)[40:47:2])
+    assert not failures
+    index = IndexCache(tmp_path).get(path)  # on disk too
+    assert index.made_by == "decoding" and index.seekable
+
+
 def test_a_read_error_while_checking_seeks_is_raised_and_nothing_is_stored(videos, tmp_path, monkeypatch):
     path = videos["xvid"]
     cache = IndexCache(tmp_path)
     failures = ["read"]
-    monkeypatch.setattr(index_module, "open_video", FlakyReads(index_module.open_video, failures))
+    monkeypatch.setattr(scan_module, "open_video", FlakyReads(scan_module.open_video, failures))
     with pytest.raises(VideoDecodeError, match=r"xvid\.avi: cannot be read or decoded after a seek to frame \d+"):
-        cache.get(path)
-    assert not failures and len(cache) == 0 and not list(tmp_path.rglob("*.json"))
-    assert cache.get(path).seekable  # the next try makes the index
-    assert len(list(tmp_path.rglob("*.json"))) == 1
+        cache.rescan(path)
+    assert not failures and len(cache) == 0 and not list(tmp_path.rglob("*.seg"))
+    assert cache.rescan(path).seekable  # the next try makes the index
+    assert len(IndexCache(tmp_path)._store.read_new()) == 1
+
+
+# The packet index: made without decoding where the packets tell, checked on every read.
+
+
+@pytest.mark.parametrize(
+    "name", ["xvid", "xvid_b_frames", "h264_long_gop", "mjpeg", "timestamp_gaps", "h264_open_gop", "h264_matroska"]
+)
+def test_an_index_from_packets_says_what_decoding_every_frame_says(videos, name):
+    path = videos[name]
+    from_packets = IndexCache(None).get(path)
+    decoded = scan_module.scan(path)
+    assert (from_packets.made_by, decoded.made_by) == ("packets", "decoding")
+    assert (from_packets.frames, from_packets.keyframes, from_packets.seekable, from_packets.intact) == (
+        decoded.frames,
+        decoded.keyframes,
+        decoded.seekable,
+        decoded.intact,
+    )
+    assert [from_packets.pts(i) for i in range(N)] == [decoded.pts(i) for i in range(N)]
+
+
+def test_the_open_gop_file_has_leading_frames_and_seeks_past_them(videos):
+    """Packets after an open-GOP keyframe in decoding order that show before it: a seek must pass over them."""
+    path = videos["h264_open_gop"]
+    with av.open(str(path)) as container:
+        packets = [(p.pts, p.is_keyframe) for p in container.demux(container.streams.video[0]) if p.size]
+    keys = [k for k, (_, key) in enumerate(packets) if key and k > 0]
+    assert any(pts < packets[k][0] for k in keys for pts, _ in packets[k + 1 : k + 4])
+    cache, truth = IndexCache(None), ground_truth(path)
+    for start in (13, 14, 15, 16, 17, 29, 32, 45, 48):  # the leading frames of keyframes 16, 32, 48 and around
+        np.testing.assert_array_equal(read_clip(path, start, 3, 2, index_cache=cache), truth[start : start + 5 : 2])
+    assert cache.get(path).seekable
+
+
+def test_packed_b_frames_are_found_in_the_packets_and_the_file_decoded(videos):
+    path = videos["xvid_packed_b_frames"]
+    with av.open(str(path)) as container:
+        found = packet_index.from_packets(container, container.streams.video[0], path.stat().st_size)
+    assert isinstance(found, str) and "packed B-frames" in found
+    cache = IndexCache(None)
+    truth = ground_truth(path)
+    np.testing.assert_array_equal(read_clip(path, 20, 4, 3, index_cache=cache), truth[20:30:3])
+    assert cache.get(path).made_by == "decoding"
+
+
+def test_a_first_read_that_needs_a_full_decode_takes_its_clip_from_it(videos, monkeypatch):
+    """Only decoding can tell a file without timestamps: the clip comes from that one pass, not a second."""
+    path = videos["no_timestamps"]
+    truth = ground_truth(path)
+    opened: list[str] = []
+    original = decode_module.open_video
+
+    def counting(p):
+        opened.append(os.fspath(p))
+        return original(p)
+
+    monkeypatch.setattr(decode_module, "open_video", counting)
+    clip = read_clip(path, 40, 4, 3, index_cache=IndexCache(None))
+    np.testing.assert_array_equal(clip, truth[40:50:3])
+    assert opened == []  # no read after the scan
+
+
+def test_a_keyframe_flag_the_decoder_does_not_agree_with_is_caught_on_read(videos, caplog):
+    """An index (as from a container that marks a P-frame as a seek point) whose keyframe 5 is no keyframe.
+
+    Made from packets, the file is then indexed by decoding; made by decoding, it is marked as not seekable.
+    """
+    path = videos["xvid"]
+    truth = ground_truth(path)
+    for made_by in ("packets", "decoding"):
+        cache = IndexCache(None)
+        good = cache.get(path)
+        cache.put(local_key(path), replace(good, keyframes=tuple(sorted({*good.keyframes, 5})), made_by=made_by))
+        with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
+            np.testing.assert_array_equal(read_clip(path, 7, 3, index_cache=cache), truth[7:10])
+        index = cache.get(path)
+        if made_by == "packets":
+            assert index.made_by == "decoding" and index.seekable and 5 not in index.keyframes
+        else:
+            assert not index.seekable and "does not decode as one" in index.reason
+
+
+@pytest.mark.parametrize("name", ["xvid", "h264_long_gop", "h264_open_gop"])
+def test_a_first_read_opens_the_file_once_and_reads_its_clip_where_its_packets_were_read(videos, monkeypatch, name):
+    from parallel_loader.video import frames as frames_module
+
+    path = videos[name]
+    truth = ground_truth(path)
+    opened: list[str] = []
+    original = frames_module.open_container
+
+    def counting(p):
+        opened.append(os.fspath(p))
+        return original(p)
+
+    monkeypatch.setattr(frames_module, "open_container", counting)
+    cache = IndexCache(None)
+    for start in (0, 37):  # frame 0 too: the container, read to its end, is sought back to it
+        opened.clear()
+        clip = read_clip(path, start, 5, 2, index_cache=cache)
+        np.testing.assert_array_equal(clip, truth[start : start + 9 : 2])
+        assert len(opened) == 1
+        cache.clear()
+    assert cache.get(path).made_by == "packets"

@@ -56,9 +56,13 @@ class Described(Faulty):
 @pytest.mark.parametrize("ordered", [False, True])
 def test_with_skip_a_stuck_call_is_recorded_replaced_and_its_late_result_dropped(ordered):
     fn = Described(20, hang={5})
+    third = threading.Event()  # thread number 2 started: with two threads, the stuck one's replacement
     got = []
     try:
-        with DataLoader(fn, num_threads=2, max_len=4, ordered=ordered, call_timeout=TIMEOUT, on_error="skip") as loader:
+        with DataLoader(
+            fn, num_threads=2, max_len=4, ordered=ordered, call_timeout=TIMEOUT, on_error="skip",
+            thread_init=lambda number: number == 2 and third.set(),
+        ) as loader:  # fmt: skip
             for batch in loader:
                 got.append(batch)
                 if len(got) == 1:
@@ -67,7 +71,10 @@ def test_with_skip_a_stuck_call_is_recorded_replaced_and_its_late_result_dropped
                     # recorded index 5, then lets the stuck call return. A late result
                     # that were queued would be delivered in this epoch, and a thread
                     # that tried to queue it would block on the full queue and not end.
+                    # The stuck call is let go only once its replacement has started: a
+                    # thread started after the stuck one ended would take its number instead.
                     assert fn.recorded.wait(5)
+                    assert third.wait(5)
                     fn.unhang()
             threads = loader.threads
             assert sorted(loader) == list(range(20))  # the next epoch is whole: index 5 no longer hangs

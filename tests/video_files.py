@@ -7,7 +7,8 @@ frame ``i`` of video ``v``, channel 0 (red) is ``FRAME_STEP * i`` everywhere,
 channel 1 (green) is ``VIDEO_STEP * v + VIDEO_OFFSET`` everywhere, and channel 2
 (blue) rises from left to right and from top to bottom, at different rates, so
 that a horizontal flip shows and a crop's window (top and left) can be found.
-``overstate_frame_count`` and ``truncate`` spoil written files as real ones come spoilt.
+``overstate_frame_count`` and ``truncate`` spoil written files as real ones come spoilt;
+``pack_b_frames`` rewrites an MPEG-4 AVI as DivX 5 wrote them ("packed B-frames").
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def write_encoded_video(
     timestamps: list[int] | None = None,
     codec_tag: str | None = None,
     size: tuple[int, int] = (48, 64),
+    open_gop: bool = False,
+    pix_fmt: str | None = None,
+    options: dict[str, str] | None = None,
+    container_options: dict[str, str] | None = None,
+    audio_first: bool = False,
 ) -> Path:
     """Write an indexed video with PyAV (any codec its FFmpeg encodes) and return its path.
 
@@ -65,14 +71,20 @@ def write_encoded_video(
     (default ``0, 1, 2, ...``): gaps make a file whose timestamps skip frames.
     ``gop`` is the keyframe interval; ``b_frames`` how many B-frames may follow
     each other. With ``container`` ``"h264"`` the file is a raw H.264 stream,
-    which has no timestamps at all.
+    which has no timestamps at all. ``open_gop`` (libx264): keyframes after the
+    first are open-GOP I-frames, followed in decoding order by B-frames that show
+    before them and refer to the group before ("leading frames"). ``pix_fmt``
+    is the stream's pixel format (default 4:2:0, 8 bits; ``pal8`` writes paletted frames).
+    ``options`` go to the encoder, ``container_options`` to the muxer; ``audio_first``
+    puts a silent audio stream before the video one.
     """
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
-    with av.open(str(path), "w", format=container) as output:
+    with av.open(str(path), "w", format=container, options=container_options or {}) as output:
+        audio = output.add_stream("aac", rate=8000) if audio_first else None
         stream = output.add_stream(codec, rate=25)
         stream.width, stream.height = width, height
-        stream.pix_fmt = "yuvj420p" if codec == "mjpeg" else "yuv420p"
+        stream.pix_fmt = pix_fmt or ("yuvj420p" if codec == "mjpeg" else "yuv420p")
         stream.gop_size = gop
         stream.max_b_frames = b_frames
         stream.time_base = Fraction(1, 25)
@@ -82,16 +94,38 @@ def write_encoded_video(
         if codec == "libx264":  # fixed keyframe interval, no scene-cut keyframes, high quality
             stream.options = {"g": str(gop), "keyint_min": str(gop), "sc_threshold": "0", "bf": str(b_frames)}
             stream.options["crf"] = "12"
+            if open_gop:
+                stream.options["x264-params"] = "open-gop=1"
+        if options:
+            stream.options = {**stream.options, **options}
         for i in range(n_frames):
             pixels = indexed_frame(i, 0, size)
             left = 3 * i % (width - 8)  # an 8x8 block, 3 pixels further right each frame
             pixels[height // 4 : height // 4 + 8, left : left + 8, 1] = 255
-            frame = av.VideoFrame.from_ndarray(pixels, format="rgb24")
+            frame = _palette_frame(pixels) if pix_fmt == "pal8" else av.VideoFrame.from_ndarray(pixels, format="rgb24")
             frame.pts = i if timestamps is None else timestamps[i]
             frame.time_base = Fraction(1, 25)
             output.mux(stream.encode(frame))
+            if audio is not None:
+                silence = av.AudioFrame.from_ndarray(np.zeros((1, 320), np.float32), format="fltp", layout="mono")
+                silence.sample_rate, silence.pts = 8000, 320 * i
+                output.mux(audio.encode(silence))
         output.mux(stream.encode())
+        if audio is not None:
+            output.mux(audio.encode())
     return path
+
+
+def _palette_frame(pixels: np.ndarray) -> av.VideoFrame:
+    """An RGB frame as a paletted (pal8) frame, blue cut to multiples of 8 so that the colours fit 256."""
+    pixels = pixels & np.array([255, 255, 248], np.uint8)
+    colors, inverse = np.unique(pixels.reshape(-1, 3), axis=0, return_inverse=True)
+    assert len(colors) <= 256, f"{len(colors)} colours do not fit a palette"
+    palette = np.zeros((256, 4), np.uint8)  # ARGB
+    palette[: len(colors), 0] = 255
+    palette[: len(colors), 1:] = colors
+    image = inverse.reshape(pixels.shape[:2]).astype(np.uint8)
+    return av.VideoFrame.from_ndarray((image, palette), format="pal8")
 
 
 def indexed_frame(i: int, video_id: int, size: tuple[int, int]) -> np.ndarray:
@@ -170,3 +204,89 @@ def _as_uint8(clip: np.ndarray) -> np.ndarray:
     if clip.dtype == np.uint8:
         return clip
     return (clip * 255).round().astype(np.uint8)
+
+
+_VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2's VOP start code
+
+
+def pack_b_frames(source: Path, path: Path) -> Path:
+    """Rewrite an MPEG-4 part 2 AVI with B-frames (one in a row at most) as DivX 5 packed them; return ``path``.
+
+    Each B-frame goes into the packet of the frame before it in decoding order
+    (the P- or I-frame it follows), and an N-VOP (a placeholder VOP that is not
+    coded, 6 bytes) takes its place; user data "DivX503b1393p" tells FFmpeg's
+    decoder to unpack them. Timestamps count packets, as AVI's do.
+    """
+    with av.open(str(source)) as container:
+        packets = [(bytes(p), p.is_keyframe) for p in container.demux(container.streams.video[0]) if p.size]
+    # An N-VOP: P type (01), modulo time base 0, marker, a 5-bit time increment (the
+    # encoder's resolution is 25), marker, vop_coded 0, then stuffing to a byte boundary.
+    n_vop = _VOP + bytes([0b01010000, 0b01001111])
+    chunks: list[tuple[bytes, bool]] = []
+    k = 0
+    while k < len(packets):
+        data, key = packets[k]
+        following = packets[k + 1][0] if k + 1 < len(packets) else b""
+        if following and _vop_type(following) == 2 and _vop_type(data) != 2:  # a B-frame after this one
+            chunks += [(data + following, key), (n_vop, False)]
+            k += 2
+        else:
+            chunks.append((data, key))
+            k += 1
+    assert any(len(c) == len(n_vop) for c, _ in chunks), f"{source} has no B-frame to pack"
+    first, key = chunks[0]
+    vop = first.find(_VOP)
+    chunks[0] = (first[:vop] + b"\x00\x00\x01\xb2DivX503b1393p" + first[vop:], key)
+    with av.open(str(source)) as container, av.open(str(path), "w") as output:
+        stream = output.add_stream_from_template(container.streams.video[0])
+        for n, (data, key) in enumerate(chunks):
+            packet = av.Packet(data)
+            packet.pts = packet.dts = n
+            packet.time_base = Fraction(1, 25)
+            packet.stream = stream
+            packet.is_keyframe = key
+            output.mux(packet)
+    return path
+
+
+def _vop_type(data: bytes) -> int:
+    """The coding type of a packet's first VOP: 0 I, 1 P, 2 B, 3 S."""
+    return data[data.find(_VOP) + 4] >> 6
+
+
+def with_display_matrix(source: Path, path: Path, degrees: int, hflip: bool = False, vflip: bool = False) -> Path:
+    """Copy ``source``'s video packets into ``path`` with a display matrix (``degrees`` counterclockwise, then flips).
+
+    The stream is the same bytes, as a phone records upright video stored turned
+    (``ffmpeg -display_rotation D -i in.mp4 -c copy out.mp4``); returns ``path``.
+    """
+    with av.open(str(source)) as container, av.open(str(path), "w") as output:
+        template = container.streams.video[0]
+        stream = output.add_stream_from_template(template)
+        stream.set_display_rotation(degrees, hflip=hflip, vflip=vflip)
+        for packet in container.demux(template):
+            if packet.size:
+                packet.stream = stream
+                output.mux(packet)
+    return path
+
+
+def cut_with_edit_list(source: Path, path: Path, cut: int, fps: int = 25) -> Path:
+    """``source`` cut at frame ``cut`` without re-encoding (as ``ffmpeg -ss T -i in.mp4 -c copy``); returns ``path``.
+
+    The packets from the keyframe before the cut on are copied, shifted so that
+    frame ``cut`` shows at time 0; the MP4 muxer writes an edit list, so the
+    frames before the cut decode (later frames refer to them) but are not shown.
+    """
+    with av.open(str(source)) as container, av.open(str(path), "w") as output:
+        template = container.streams.video[0]
+        stream = output.add_stream_from_template(template)
+        tick = round(1 / (template.time_base * fps))  # timestamp units a frame
+        packets = [p for p in container.demux(template) if p.size]
+        first = max(k for k, p in enumerate(packets) if p.is_keyframe and p.pts <= cut * tick)
+        for packet in packets[first:]:
+            packet.pts -= cut * tick
+            packet.dts -= cut * tick
+            packet.stream = stream
+            output.mux(packet)
+    return path

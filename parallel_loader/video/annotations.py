@@ -11,6 +11,9 @@ give them). The readers here build one from the layouts public data sets ship:
 * ``kinetics_samples``: a CSV ``label,youtube_id,time_start,time_end,split``;
 * ``sample_list``: an explicit list of ``(path, label)`` or ``(path, label, start, end)``.
 
+Each reader takes ``exclude``: files to leave out, such as the broken ones the
+check command lists (``python -m parallel_loader.video.check``), see ``excluding``.
+
 Readers check what they read: a malformed line or an unknown class is an
 ``AnnotationError`` that names the file and the line. They do not open the
 videos; each sample remembers where it was listed (``origin``) so that the data
@@ -20,28 +23,40 @@ set that opens them (``VideoDataset``) can say where a missing or bad file came 
 from __future__ import annotations
 
 import csv
+import json
+import logging
 import math
 import os
 import string
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from .samples import SampleList, SampleListBuilder, VideoSample, common_folder
+from .source import is_url
+
 __all__ = [
     "VIDEO_EXTENSIONS",
     "AnnotationError",
+    "Exclude",
     "KINETICS_PATTERN",
     "SampleList",
     "VideoSample",
+    "excluded_paths",
+    "excluding",
     "folder_samples",
     "hmdb51_samples",
     "kinetics_samples",
     "sample_list",
     "ucf101_samples",
 ]
+
+log = logging.getLogger(__name__)
+
+# Files to leave out: the check command's JSON-lines output (or a text file of paths), or the paths themselves.
+Exclude = str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
 
 VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
 
@@ -64,49 +79,12 @@ class AnnotationError(ValueError):
         super().__init__(f"{origin}: {reason}")
 
 
-@dataclass(frozen=True)
-class VideoSample:
-    """One sample: a video file, its label, and optionally the segment to sample from.
-
-    Attributes:
-        path: the video file.
-        label: the index of the sample's class in its ``SampleList``'s ``classes``.
-        start: where the segment starts, in seconds; ``None`` for the start of the video.
-        end: where it ends (exclusive), in seconds; ``None`` for the end of the video.
-        origin: where the sample was listed, such as ``"trainlist01.txt, line 17"``;
-            empty for a sample found by scanning a folder.
-    """
-
-    path: str
-    label: int
-    start: float | None = None
-    end: float | None = None
-    origin: str = ""
-
-
-@dataclass(frozen=True)
-class SampleList:
-    """Class names in label order, and the samples.
-
-    Attributes:
-        classes: the class names; a sample's ``label`` indexes this.
-        samples: the samples, in the order they were listed.
-    """
-
-    classes: tuple[str, ...]
-    samples: tuple[VideoSample, ...]
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __iter__(self) -> Iterator[VideoSample]:
-        return iter(self.samples)
-
-
 def sample_list(
     rows: Sequence[Sequence[object]],
     classes: Sequence[str] | None = None,
     root: str | os.PathLike[str] | None = None,
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """Make a sample list from ``(path, label)`` or ``(path, label, start_seconds, end_seconds)`` rows.
 
@@ -119,6 +97,7 @@ def sample_list(
         rows: the samples.
         classes: class names in label order; pass the training set's for a validation set.
         root: a folder that relative paths are relative to.
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         AnnotationError: a row is malformed, names a class not in ``classes``, or
@@ -127,7 +106,8 @@ def sample_list(
     """
     if len(rows) == 0:
         raise ValueError("the sample list is empty")
-    parsed: list[tuple[str, object, float | None, float | None, str]] = []
+    parsed: list[tuple[str, float | None, float | None]] = []
+    labels: list[object] = []
     for i, row in enumerate(rows):
         origin = f"sample {i}"
         if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) not in (2, 4):
@@ -138,8 +118,8 @@ def sample_list(
         if root is not None:
             path = os.path.join(root, path)
         start, end = (row[2], row[3]) if len(row) == 4 else (None, None)
-        parsed.append((path, row[1], *_segment(origin, start, end), origin))
-    labels = [label for _, label, _, _, _ in parsed]
+        parsed.append((path, *_segment(origin, start, end)))
+        labels.append(row[1])
     if all(isinstance(label, str) for label in labels):
         names = sorted(set(labels)) if classes is None else list(classes)
         index = {name: k for k, name in enumerate(names)}
@@ -149,18 +129,24 @@ def sample_list(
         lookup = {label: int(label) if 0 <= label < len(names) else None for label in labels}
     else:
         raise AnnotationError("the sample list", "labels must be all ints (class indices) or all strings (class names)")
-    samples = []
-    for path, label, start, end, origin in parsed:
+    for i, label in enumerate(labels):
         if lookup[label] is None:
-            raise AnnotationError(origin, f"unknown class {label!r}: the classes are {_some(names)}")
-        samples.append(VideoSample(path, lookup[label], start, end, origin))
-    return SampleList(tuple(names), tuple(samples))
+            raise AnnotationError(f"sample {i}", f"unknown class {label!r}: the classes are {_some(names)}")
+    prefix = common_folder([path for path, _, _ in parsed])
+    builder = SampleListBuilder(prefix)
+    for i, (path, start, end) in enumerate(parsed):
+        builder.add(path[len(prefix) :], lookup[labels[i]], start, end, origin=("sample {}", i))
+    return excluding(builder.build(names), exclude)
 
 
 def root_path(root: object) -> Path:
-    """``root`` as a ``Path``, refusing what is not a path (``None``, say) with a clear message."""
+    """``root`` as a ``Path`` (a URL: a ``remote.RemotePath``), refusing what is not a path with a clear message."""
     if not isinstance(root, str | os.PathLike):
         raise TypeError(f"root must be the path of a folder of class folders, got {type(root).__name__} {root!r}")
+    if is_url(root):
+        from .remote import RemotePath
+
+        return RemotePath(os.fspath(root))  # type: ignore[return-value]
     return Path(root)
 
 
@@ -178,6 +164,8 @@ def folder_samples(
     root: str | os.PathLike[str],
     classes: Sequence[str] | None = None,
     extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The videos of a tree ``root/<class>/<video>``, labelled by class folder.
 
@@ -188,6 +176,7 @@ def folder_samples(
         root: the folder whose subfolders are the classes.
         classes: class folder names in label order; default: every subfolder, sorted.
         extensions: the file name endings that count as videos (any case).
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: ``root`` or a named class folder does not exist.
@@ -212,20 +201,26 @@ def folder_samples(
         missing = [c for c in classes if not (root / c).is_dir()]
         if missing:
             raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
-    samples: list[VideoSample] = []
+    builder = SampleListBuilder(os.path.join(str(root), ""))
     for label, name in enumerate(classes):
+        # A URL's folder is listed through its store; a local one with scandir, which needs no stat per file.
+        entries = (root / name).iterdir() if is_url(str(root)) else os.scandir(root / name)
         files = sorted(
-            p
-            for p in (root / name).iterdir()
-            if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in extensions
+            entry.name
+            for entry in entries
+            if entry.is_file()
+            and not entry.name.startswith(".")
+            and os.path.splitext(entry.name)[1].lower() in extensions
         )
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
                 f"every class folder needs at least one{_one_level_down(root, name, extensions)}"
             )
-        samples.extend(VideoSample(str(p), label) for p in files)
-    return SampleList(tuple(classes), tuple(samples))
+        folder = str(Path(name)) + os.sep
+        for file in files:
+            builder.add(folder + file, label)
+    return excluding(builder.build(tuple(classes)), exclude)
 
 
 def ucf101_samples(
@@ -233,6 +228,8 @@ def ucf101_samples(
     split_dir: str | os.PathLike[str],
     split: int = 1,
     subset: Literal["train", "test"] = "train",
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The videos of one UCF101 split, from the files of ``UCF101TrainTestSplits``.
 
@@ -247,6 +244,7 @@ def ucf101_samples(
         split_dir: the folder holding ``classInd.txt`` and the lists.
         split: which of the splits (UCF101 ships 1, 2 and 3).
         subset: ``"train"`` reads ``trainlist0N.txt``, ``"test"`` ``testlist0N.txt``.
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: ``classInd.txt`` or the list is missing.
@@ -285,8 +283,8 @@ def ucf101_samples(
             raise AnnotationError(
                 origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
             )
-        samples.append(VideoSample(str(Path(root, relative)), label, origin=origin))
-    return SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt"))
+        samples.append(VideoSample(str(root_path(root) / relative), label, origin=origin))
+    return excluding(SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
 
 
 def hmdb51_samples(
@@ -295,6 +293,8 @@ def hmdb51_samples(
     split: int = 1,
     subset: Literal["train", "test"] = "train",
     classes: Sequence[str] | None = None,
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The videos of one HMDB51 split, from the ``<class>_test_split<N>.txt`` files.
 
@@ -308,6 +308,7 @@ def hmdb51_samples(
         split: which of the splits (HMDB51 ships 1, 2 and 3).
         subset: ``"train"`` keeps the videos marked 1, ``"test"`` those marked 2.
         classes: class names in label order; each split file's class must be one.
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: ``split_dir`` has no split file for ``split``.
@@ -332,8 +333,8 @@ def hmdb51_samples(
             if len(fields) != 2 or fields[1] not in ("0", "1", "2"):
                 raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
             if fields[1] == marks[subset]:
-                samples.append(VideoSample(str(Path(root, name, fields[0])), label, origin=origin))
-    return SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}"))
+                samples.append(VideoSample(str(root_path(root) / name / fields[0]), label, origin=origin))
+    return excluding(SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
 
 
 def kinetics_samples(
@@ -343,6 +344,8 @@ def kinetics_samples(
     pattern: str = KINETICS_PATTERN,
     classes: Sequence[str] | None = None,
     trimmed: bool | None = None,
+    *,
+    exclude: Exclude = None,
 ) -> SampleList:
     """The clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
 
@@ -361,6 +364,7 @@ def kinetics_samples(
         classes: class names in label order (pass the training set's for a
             validation set); default: the labels of the rows kept, sorted.
         trimmed: the files hold only their segments (``True``) or whole videos (``False``).
+        exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: there is no ``csv_file``.
@@ -372,39 +376,134 @@ def kinetics_samples(
     fields_used = {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
     if trimmed is None:
         trimmed = bool(fields_used & {"time_start", "time_end"})
-    rows: list[tuple[str, str, float, float, str]] = []  # (label, path, start, end, origin)
+    builder = SampleListBuilder(os.path.join(str(Path(root)), ""))
+    label_of = None if classes is None else {name: k for k, name in enumerate(classes)}
+    found: dict[str, int] = {}  # without classes: label -> its number in order of first appearance
+    template = str(csv_file).replace("{", "{{").replace("}", "}}") + ", line {}"
     with open(csv_file, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        columns = set(reader.fieldnames or ())
+        reader = csv.reader(f)  # rows as lists, made into dicts for the pattern: a million rows in seconds
+        header = next(reader, [])
+        columns = set(header)
         missing = [c for c in (*_KINETICS_COLUMNS, *(["split"] if split is not None else [])) if c not in columns]
         unknown = sorted(fields_used - columns)
         if missing or unknown:
             what = f"{missing}" if missing else f"{unknown} that the pattern names"
             reason = f"the header lacks the column(s) {what}; it has {sorted(columns)}"
             raise AnnotationError(f"{csv_file}, line 1", reason)
-        for row in reader:
-            origin = f"{csv_file}, line {reader.line_num}"
-            if None in row or None in row.values():
-                raise AnnotationError(origin, f"expected {len(reader.fieldnames)} fields as in the header")
-            if split is not None and row["split"] != split:
+        width = len(header)
+        at = {name: header.index(name) for name in ("label", "time_start", "time_end", "split") if name in columns}
+        label_at, start_at, end_at, split_at = at["label"], at["time_start"], at["time_end"], at.get("split")
+        for fields in reader:
+            if not fields:
+                continue  # a blank line, as csv.DictReader skips it
+            line = reader.line_num
+            if len(fields) != width:
+                raise AnnotationError(f"{csv_file}, line {line}", f"expected {width} fields as in the header")
+            if split is not None and fields[split_at] != split:
                 continue
-            start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
-            values = {k: v for k, v in row.items()} | {"time_start": _whole(start), "time_end": _whole(end)}
+            try:
+                start, end = float(fields[start_at]), float(fields[end_at])
+                ok = 0.0 <= start < end < math.inf  # False for NaN too
+            except ValueError:
+                ok = False
+            if not ok:  # the checks again, slowly, for their message
+                origin = f"{csv_file}, line {line}"
+                row = dict(zip(header, fields, strict=True))
+                start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
+            values = dict(zip(header, fields, strict=True))
+            values["time_start"], values["time_end"] = _whole(start), _whole(end)
             try:
                 relative = pattern.format(**values)
             except (ValueError, KeyError, IndexError) as exc:
+                origin = f"{csv_file}, line {line}"
                 raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
-            rows.append((row["label"], str(Path(root, relative)), start, end, origin))
-    names = tuple(sorted({label for label, *_ in rows}) if classes is None else classes)
-    label_of = {name: k for k, name in enumerate(names)}
-    samples = []
-    for label, path, start, end, origin in rows:
-        if label not in label_of:
-            raise AnnotationError(origin, f"unknown label {label!r}: the classes are {_some(names)}")
-        times = (None, None) if trimmed else (start, end)
-        samples.append(VideoSample(path, label_of[label], *times, origin=origin))
-    what = csv_file if split is None else f"{csv_file} (split {split!r})"
-    return SampleList(names, _nonempty(samples, what))
+            if "//" in relative or "/./" in relative or relative.startswith(("./", "/")) or os.sep != "/":
+                relative = os.path.relpath(Path(root, relative), Path(root))  # as Path(root, relative) names it
+            name = fields[label_at]
+            if label_of is None:
+                label = found.setdefault(name, len(found))
+            else:
+                label = label_of.get(name, -1)
+                if label < 0:
+                    origin = f"{csv_file}, line {line}"
+                    raise AnnotationError(origin, f"unknown label {name!r}: the classes are {_some(tuple(classes))}")
+            if trimmed:
+                builder.add(relative, label, None, None, (template, line))
+            else:
+                builder.add(relative, label, start, end, (template, line))
+    if not len(builder):
+        what = csv_file if split is None else f"{csv_file} (split {split!r})"
+        raise ValueError(f"{what} lists no video")
+    if label_of is None:
+        names = tuple(sorted(found))
+        rank = {name: k for k, name in enumerate(names)}
+        renumber = np.array([rank[name] for name in found], dtype=np.int32)
+        built = builder.build(names)
+        built = builder.build(names, renumber[built.labels])
+    else:
+        built = builder.build(tuple(classes))
+    return excluding(built, exclude)
+
+
+def excluded_paths(exclude: Exclude) -> frozenset[str]:
+    """The files ``exclude`` names, as absolute normalised paths.
+
+    ``exclude`` is ``None`` (none), a file, or the paths themselves. The file is
+    what ``python -m parallel_loader.video.check --out`` writes: one JSON object
+    a line with a ``"path"``; a line that is not JSON is taken as a path itself,
+    so a plain list of paths works too. Relative paths in the file are relative
+    to the working directory, as the check command writes them.
+
+    Raises:
+        FileNotFoundError: ``exclude`` names a file that does not exist.
+        AnnotationError: a JSON line has no ``"path"``.
+    """
+    if exclude is None:
+        return frozenset()
+    if isinstance(exclude, str | os.PathLike):
+        paths = []
+        for origin, line in _raw_lines(Path(exclude)):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                paths.append(line)
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise AnnotationError(origin, f'expected a JSON object with a "path", or a path, got {line!r}')
+            paths.append(entry["path"])
+    else:
+        paths = [os.fspath(p) for p in exclude]
+    return frozenset(_normal(p) for p in paths)
+
+
+def excluding(samples: SampleList, exclude: Exclude) -> SampleList:
+    """``samples`` without those whose file ``exclude`` names (see ``excluded_paths``); the classes stay.
+
+    Raises:
+        ValueError: every sample is excluded.
+    """
+    left_out = excluded_paths(exclude)
+    if not left_out:
+        return samples
+    mask = np.fromiter((_normal(p) not in left_out for p in samples.paths()), bool, len(samples))
+    if not mask.any():
+        raise ValueError(f"every one of the {len(samples)} samples is in the excluded files: none left")
+    if not mask.all():
+        log.info("left out %d of %d samples whose files are excluded", len(samples) - mask.sum(), len(samples))
+        return samples.keep(mask)
+    return samples
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[str, str]]:
+    """``(origin, line)`` for each non-blank line of a text file, stripped."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield f"{path}, line {number}", line.strip()
 
 
 def _lines(path: Path) -> Iterator[tuple[str, list[str]]]:

@@ -16,7 +16,6 @@ import functools
 import itertools
 import logging
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,11 +23,14 @@ from typing import Any, Literal
 import numpy as np
 
 from .._checks import check_bool, check_int
+from ..quarantine import Quarantine, lasting
 from ..yield_function import YieldFunction
-from .annotations import SampleList, VideoSample, sample_list
-from .decode import _check_clip_args, frame_count, probe, read_clip
+from .annotations import Exclude, excluding, sample_list
+from .decode import VideoInfo, _check_clip_args, probe, read_clip
 from .errors import VideoDecodeError
+from .file_pass import each_file
 from .index import IndexCache, default_index_cache
+from .samples import SampleList, missing_files
 from .sampling import CROP_COUNTS, SAMPLINGS, Sampling, crops, frames_needed, temporal_views
 
 __all__ = ["VideoDataset"]
@@ -41,21 +43,33 @@ log = logging.getLogger(__name__)
 # DataLoader's shuffle tag (0x5348554646, "SHUFF").
 _ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
 _CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
+# Samples tried for one clip before its batch is given up: failures that may pass are not quarantined,
+# so with every file failing for now (storage gone) nothing else would end the attempts.
+_MAX_ATTEMPTS = 64
+# Attempts after which a replacement checks whether every sample is known bad (a pass over the list).
+_ALL_BAD_CHECK = 8
+# Headers read (a segment's frame rate, a damaged file's claimed count) kept per dataset, most recent last.
+_HEADERS_KEPT = 4096
 
 
 @dataclass(frozen=True)
 class _Video:
-    """A usable sample: its file, label, frames ``first`` to ``stop - 1`` by the header, and where it was listed.
-
-    ``segment`` is its times, ``"[start, end) s"``, or "" for a whole file.
-    """
+    """One sample, as a read needs it: its file, label, segment times (``None`` for an end) and where it was listed."""
 
     path: str
     label: int
-    first: int
-    stop: int
+    start: float | None
+    end: float | None
     origin: str
-    segment: str = ""
+
+    @property
+    def whole(self) -> bool:
+        return self.start is None and self.end is None
+
+    @property
+    def segment(self) -> str:
+        """Its times, ``"[start, end) s"``, or "" for a whole file."""
+        return "" if self.whole else _times(self.start, self.end)
 
     @property
     def key(self) -> str:
@@ -116,44 +130,69 @@ class VideoDataset(YieldFunction):
     Used without a loader, the function makes epoch 0 until ``set_epoch`` is
     called.
 
-    Frame counts. At construction each file's header gives its frame count and
-    frame rate (cheap); ``exact_counts=True`` counts the frames by decoding
-    every file instead (slow). A header can claim more frames than a whole file
-    decodes (it counts timestamp gaps as frames, or is wrong), so each call also
-    asks the file's index (see ``index``: made by decoding the file once, on its
-    first read, and kept by ``default_index_cache()``, on disk too if that cache
-    has a directory) how many frames decode. When the sample's range reaches
-    past them and the file is intact, the clip is drawn from the frames that
-    decode instead, so no clip asks for a frame past them. The index is asked in
-    the call itself, so a clip depends on the file alone, not on whether another
-    thread read it first; once the index is made, asking costs a lookup. A file
-    whose header is right gives the clips its header alone would. A sample left
-    with too few frames for a clip is a bad sample (see below): its file, or
-    only itself when it is a segment. A file that is not intact (truncated,
-    damaged) keeps its header's range, since the header may be right about what
-    is missing: a clip past what decodes raises a ``VideoDecodeError`` that names
-    the file, says it is truncated or corrupt and suggests ``exact_counts=True``,
-    which finds such files at construction. ``self.samples`` gives the frames
-    the headers claim.
+    Construction costs the list alone: no video file is opened (only each
+    listed folder is listed once, to name missing files, see ``find_missing``),
+    so a million samples make a dataset in seconds, in every worker, and a
+    sharded run opens only its own shard's files. ``len`` counts samples.
 
-    Bad samples: with ``on_error="raise"``, construction raises for missing files
-    (``FileNotFoundError`` listing them all and where they were listed) and for the
-    first file that does not open or sample too short for a clip
-    (``VideoDecodeError``); a file that fails later raises from the loader. With
-    ``on_error="skip"`` a bad sample is left out at construction, or replaced in
-    its batch by another sample drawn from the same seeded generator; either way
-    it is logged as a warning and listed in ``self.skipped`` (``path: reason``,
-    the reason saying where the sample was listed; a segment too short is listed
-    as ``path [start, end) s``, since the file's other segments may be fine), and
-    every replaced clip is counted in ``self.replaced``. A file that fails to
-    decode counts for all its samples: later attempts on it fail without a
-    decode, exactly as if tried, so the batches do not depend on which thread
-    found a file bad first. (One limit: a file that fails for some clips only,
-    such as a truncated file whose header claims all its frames, gives the clips
-    that decode until its first failure; which those are depends on the order the
-    batches are made in. ``exact_counts=True`` finds such files at construction.)
-    Loader threads add to ``skipped`` during an epoch, so read it between epochs
-    or after the run.
+    Frame counts. What a sample needs from its file is learnt when a loader
+    thread first reads it: its frame count from the file's index (see
+    ``index``: made from its packets on the first read, or by decoding it where
+    they cannot tell, and kept by ``index_cache`` in memory and on disk, so a
+    later run or another worker finds it made), and, for a segment, the frame
+    rate in its header. A clip's start is drawn from ``(seed, epoch, position,
+    attempt)`` once those are known, so a batch is the same whichever thread
+    reads the file first; once the index is made, asking costs a lookup. The
+    frames that decode are all an intact file holds, whatever its header
+    claims (it may count timestamp gaps as frames, or be wrong). A file that
+    is not intact (truncated, damaged) keeps its header's count, since the
+    header may be right about what is missing: a clip past what decodes raises
+    a ``VideoDecodeError`` that names the file, says it is truncated or corrupt
+    and suggests ``exact_counts=True``, which indexes every file at
+    construction (on threads, with a progress display) and counts what
+    decodes. ``self.samples`` gives the frames the headers claim, reading a
+    header per entry read.
+
+    Bad samples: files a pre-flight check found broken (``python -m
+    parallel_loader.video.check``, see ``check``) can be left out with
+    ``exclude``. Missing files are named at construction (``find_missing``):
+    with ``on_error="raise"`` a ``FileNotFoundError`` lists them all and where
+    they were listed, with ``on_error="skip"`` they are left out. Any other bad
+    sample (a file that does not open, a sample too short for a clip, a file
+    gone since construction) is found at its first read: with
+    ``on_error="raise"`` the call raises (``VideoDecodeError``, naming the file
+    and where it was listed); with ``on_error="skip"`` it is replaced in its
+    batch by another sample drawn from the same seeded generator, logged as a
+    warning and listed in ``self.skipped`` (``path: reason``, the reason saying
+    where the sample was listed; a segment too short is listed as ``path
+    [start, end) s``, since the file's other segments may be fine), and every
+    replaced clip is counted in ``self.replaced``. With ``exact_counts=True``
+    such samples are found at construction instead, and raise there or are
+    left out. A file that fails to decode counts for all its samples: later
+    attempts on it fail without a decode, exactly as if tried, so the batches
+    do not depend on which thread found a file bad first. (One limit: a file
+    that fails for some clips only, such as a truncated file whose header
+    claims all its frames, gives the clips that decode until its first
+    failure; which those are depends on the order the batches are made in.
+    ``exact_counts=True`` finds such files at construction.) Loader threads
+    add to ``skipped`` during an epoch, so read it between epochs or after the
+    run. ``skipped`` is the dataset's ``quarantine`` (see
+    ``parallel_loader.quarantine``): a file in it is not opened again in the
+    run, and its memory, given ``quarantine=Quarantine(memory)``, can keep bad
+    files across runs while their size and modification time are unchanged
+    (the default memory lasts as long as the process). A failure that may
+    pass (a ``TimeoutError``, an ``OSError`` other than a missing file)
+    replaces the clip but not the file: it is tried again at its next draw.
+
+    Pickling (a worker process receives the dataset so): the arguments, the
+    compact sample list and the quarantine travel; the epoch's order is made
+    again, and an ``index_cache`` travels as its directory (a new cache over
+    the same store). About 60 bytes a sample for Kinetics-style names.
+
+    In a ``DataLoader`` with ``on_error="skip"``, bad samples are replaced as
+    with ``on_error="skip"`` here, whatever this setting (the loader says so
+    through its error sink), and each bad file is one record in the loader's
+    ``errors`` and ``error_log``, with the count of its draws replaced.
 
     Args:
         samples: a ``SampleList``, or rows as ``sample_list`` takes them.
@@ -168,20 +207,32 @@ class VideoDataset(YieldFunction):
         crop_fraction: the crop's share of the decoded frame's height and width.
         classes: class names in label order, for rows (see ``sample_list``); a
             ``SampleList`` has its own (its reader takes ``classes``).
-        exact_counts: count each video's frames by decoding it at construction, instead of trusting
-            its header until the file is read (see above).
+        exact_counts: index every video at construction (on threads, with progress) and count the
+            frames that decode, finding bad files there; by default each file is learnt at its first read.
         seek: passed to ``read_clip``: start at the keyframe before a clip (exact, the default) or, with
             ``False``, decode every frame from the first (each file's index is still made once, for its
             frame count).
         sampling: ``"clip"`` or ``"segments"``, see above.
         num_clips: clips per sample in evaluation; given, the batch has a views axis.
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
+        exclude: files to leave out: paths, or the JSON-lines file the check
+            command writes (see ``annotations.excluding``).
+        quarantine: where bad samples are kept (``skipped``); one with a
+            persistent memory keeps bad files across runs. Default: a new one.
+        index_cache: where the files' indexes are kept; default: ``default_index_cache()``
+            (kept on disk in the per-user cache directory, see ``IndexCache``).
+        find_missing: name missing files at construction by listing each folder
+            of the list once (no file is opened or stat'ed); ``False`` skips it
+            (a network file system where listing is slow): a missing file is
+            then found at its first read, as any bad file.
 
     Raises:
-        ValueError: an argument is out of range, or no sample is usable.
+        ValueError: an argument is out of range, or no sample is left (all missing or excluded).
         AnnotationError: a row is malformed or names an unknown class.
         FileNotFoundError: with ``on_error="raise"``, listed files are missing.
-        VideoDecodeError: with ``on_error="raise"``, a file does not open or a sample is too short.
+        VideoDecodeError: with ``on_error="raise"`` and ``exact_counts=True``, a
+            file does not open or a sample is too short (without ``exact_counts``,
+            the call that first reads it raises).
     """
 
     def __init__(
@@ -203,8 +254,14 @@ class VideoDataset(YieldFunction):
         sampling: Sampling = "clip",
         num_clips: int | None = None,
         num_crops: int | None = None,
+        exclude: Exclude = None,
+        quarantine: Quarantine | None = None,
+        index_cache: IndexCache | None = None,
+        find_missing: bool = True,
     ) -> None:
         batch_size = check_int("batch_size", batch_size, minimum=1)
+        if index_cache is not None and not isinstance(index_cache, IndexCache):
+            raise TypeError(f"index_cache must be an IndexCache or None, got {type(index_cache).__name__}")
         clip_len = check_int("clip_len", clip_len, minimum=1)
         stride = check_int("stride", stride, minimum=1)
         _check_clip_args(0, clip_len, stride, size)
@@ -231,15 +288,18 @@ class VideoDataset(YieldFunction):
             raise ValueError("num_clips and num_crops are for evaluation: pass train=False")
         if seed is not None:
             seed = check_int("seed", seed, minimum=0)
-        train, exact_counts, seek = (
+        train, exact_counts, seek, find_missing = (
             check_bool("train", train),
             check_bool("exact_counts", exact_counts),
             check_bool("seek", seek),
+            check_bool("find_missing", find_missing),
         )
         if not isinstance(samples, SampleList):
-            samples = sample_list(samples, classes)
+            samples = sample_list(samples, classes, exclude=exclude)
         elif classes is not None:
             raise ValueError("a SampleList has its classes: pass classes to the reader that made it")
+        else:
+            samples = excluding(samples, exclude)
         self.batch_size = batch_size
         self.clip_len = clip_len
         self.stride = stride
@@ -256,37 +316,69 @@ class VideoDataset(YieldFunction):
         self.views = num_clips * num_crops if multi_view else None  # None: no views axis
         self.exact_counts = exact_counts
         self.seek = seek
+        self.index_cache = index_cache
         self.classes = list(samples.classes)
         # Written by loader threads, so only by list.append and dict item assignment,
         # which are atomic in CPython (see the Python FAQ on thread-safe mutations).
-        self.skipped: dict[str, str] = {}
-        self._error_sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None = None
+        self.quarantine = Quarantine() if quarantine is None else quarantine
+        self.skipped: dict[str, str] = self.quarantine.reasons  # the bad samples: key -> reason
+        self._failures: dict[str, BaseException] = {}  # why each file in quarantine failed, for its later reports
+        self._error_sink: Any = None
         self._replacements: list[tuple[int, int, str]] = []
-        self._videos = self._open_all(samples.samples)
-        self.samples: list[tuple[str, int, int]] = [(v.path, v.label, v.stop - v.first) for v in self._videos]
+        self._headers: dict[str, VideoInfo] = {}  # headers read, see _header
+        self._list = self._usable(samples, find_missing)
+        self._start(0)
+
+    def _start(self, epoch: int) -> None:
+        """Set the per-process state that is not pickled: the epoch's order and the cache of other epochs'."""
         # (epoch, sample order or None in evaluation): one attribute, so that a
         # reader never sees one epoch's number with another's order.
-        self._state: tuple[int, np.ndarray | None] = (0, self._order(0))
+        self._state: tuple[int, np.ndarray | None] = (epoch, self._order(epoch))
         # get_batch's orders of other epochs: kept for the few whose calls may run at once.
         self._order_cached = functools.lru_cache(maxsize=4)(self._order)
 
     def __getstate__(self) -> dict[str, Any]:
-        # Worker processes (DataLoader(processes=...)) get the dataset by pickle: the order cache
-        # refers to this instance's method, and the error sink to the loader, so both stay behind.
-        state = dict(self.__dict__)
-        del state["_order_cached"]
-        state["_error_sink"] = None
+        """What pickling keeps: the arguments, the sample list's arrays and the quarantine; not the caches.
+
+        The epoch's order is made again where the dataset is unpickled, the
+        error sink is the loader's to set there, and an ``index_cache`` is
+        passed as its directory and size (a new cache over the same store).
+        """
+        state = self.__dict__.copy()
+        for name in ("_state", "_order_cached", "_error_sink"):
+            state.pop(name, None)
+        state["_epoch"] = self._state[0]
+        state["_headers"] = {}
+        state["_failures"] = {}
+        cache = self.index_cache
+        if cache is not None:
+            state["index_cache"] = ("IndexCache", cache.directory, cache.max_bytes)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        epoch = state.pop("_epoch")
+        cache = state.get("index_cache")
+        if isinstance(cache, tuple):
+            state["index_cache"] = IndexCache(cache[1], cache[2])
         self.__dict__.update(state)
-        self._order_cached = functools.lru_cache(maxsize=4)(self._order)
+        self.skipped = self.quarantine.reasons
+        self._error_sink = None
+        self._start(epoch)
+
+    @property
+    def samples(self) -> Sequence[tuple[str, int, int]]:
+        """The samples as ``(path, label, frames)``, ``frames`` being those the file's header claims for it.
+
+        A view: reading an entry reads its file's header (and 0 frames for a
+        file whose header cannot be read); ``len`` and the paths cost nothing.
+        """
+        return _SampleView(self)
 
     # The YieldFunction interface.
 
     def __len__(self) -> int:
         """Batches per epoch: every sample once, in ``ceil(samples / batch_size)`` batches."""
-        return math.ceil(len(self._videos) / self.batch_size)
+        return math.ceil(len(self._list) / self.batch_size)
 
     def __call__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """Make batch ``index`` of the current epoch (see ``set_epoch``). Safe to call from several threads at once."""
@@ -320,16 +412,19 @@ class VideoDataset(YieldFunction):
     def error_context(self, index: int) -> dict[str, Any]:
         """The files of batch ``index`` in the current epoch, for the loader's error records."""
         epoch, order = self._state
-        return {"epoch": epoch, "paths": [self._videos[sample].path for _, sample in self._chosen(index, order)]}
+        return {"epoch": epoch, "paths": [self._list.path(sample) for _, sample in self._chosen(index, order)]}
 
     def set_error_sink(self, sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None) -> None:
-        """Report each file skipped while making batches to ``sink(index, exc, context)``.
+        """Report each draw of a bad file replaced while making batches to ``sink(index, exc, context)``.
 
-        A ``DataLoader`` calls this with its own sink, so that with
-        ``on_error="skip"`` a file that fails during an epoch is one record in the
-        loader's ``errors`` and ``error_log`` (context: the path and the reason)
-        and counts against its ``max_errors``, as a failed call does. Files left
-        out at construction are in ``skipped`` and were logged then.
+        A ``DataLoader`` calls this with its own sink (see
+        ``parallel_loader.error_sink``), whose ``skip`` says whether the loader
+        skips failures: bad samples are then replaced whatever ``on_error``
+        says here. A file that fails during the run is one record in the
+        loader's ``errors`` and ``error_log`` (context: the path and the
+        reason), with the count of its draws replaced, and counts against its
+        ``max_errors``. Files left out at construction are in ``skipped`` and
+        were logged then.
         """
         self._error_sink = sink
 
@@ -365,55 +460,73 @@ class VideoDataset(YieldFunction):
     def _describe(self) -> str:
         mode = "train" if self.train else "eval"
         return (
-            f"{mode} videos={len(self._videos)} classes={len(self.classes)} "
+            f"{mode} videos={len(self._list)} classes={len(self.classes)} "
             f"batch_size={self.batch_size} skipped={len(self.skipped)}"
         )
 
-    def _open_all(self, samples: Sequence[VideoSample]) -> list[_Video]:
-        """Read every sample's frame range from its file's header; raise for, or skip, the bad ones."""
-        if self.on_error == "raise":
-            missing = [s for s in samples if not os.path.exists(s.path)]
-            if missing:
-                listed = "; ".join(f"{s.path}{_listed(s.origin)}" for s in missing[:5])
+    def _usable(self, samples: SampleList, find_missing: bool) -> SampleList:
+        """The samples to draw from: without the missing files (``find_missing``) and, with ``exact_counts``,
+        without the files that do not decode or are too short; raise for them instead with ``on_error="raise"``.
+
+        No file is opened unless ``exact_counts`` asks for a pass over them all.
+        """
+        keep = np.ones(len(samples), dtype=bool)
+        if find_missing:
+            missing = missing_files(samples.paths())
+            if missing and self.on_error == "raise":
+                listed = "; ".join(f"{samples.path(i)}{_listed(samples.origin(i))}" for i in missing[:5])
                 more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
                 raise FileNotFoundError(
                     2,
                     f"{len(missing)} of {len(samples)} videos are missing: {listed}{more}; "
                     "on_error='skip' leaves them out",
-                    missing[0].path,
+                    samples.path(missing[0]),
                 )
-        videos: list[_Video] = []
-        for sample in samples:
-            try:
-                frames, fps = self._header(sample)
-            except (VideoDecodeError, FileNotFoundError) as exc:
-                reason = exc.reason if isinstance(exc, VideoDecodeError) else "no such video file"
-                self._reject(sample.path, reason + _listed(sample.origin), exc)
-                continue
-            first, stop = _frame_range(sample, frames, fps)
-            if stop - first >= self.span:
-                segment = "" if sample.start is None and sample.end is None else _times(sample)
-                videos.append(_Video(sample.path, sample.label, first, stop, sample.origin, segment))
-                continue
-            if sample.start is None and sample.end is None:
-                self._reject(sample.path, f"has {frames} frames, fewer than {self._needs()}" + _listed(sample.origin))
-            else:  # the file's other segments may be long enough: reject this one only
-                what = f"segment {_times(sample)} has {max(0, stop - first)} frames (of {frames} at {fps:g} fps)"
-                reason = f"{what}, fewer than {self._needs()}{_listed(sample.origin)}"
-                self._reject(sample.path, reason, key=f"{sample.path} {_times(sample)}")
-        if not videos:
+            for i in missing:
+                self._reject(samples.path(i), "no such video file" + _listed(samples.origin(i)), FileNotFoundError())
+            keep[missing] = False
+        if self.exact_counts:
+            self._count_exactly(samples, keep)
+        if not keep.any():
             raise ValueError(f"no usable video: all {len(samples)} samples were skipped, see .skipped")
-        return videos
+        return samples if keep.all() else samples.keep(keep)
 
-    def _header(self, sample: VideoSample) -> tuple[int, float]:
-        """The frame count of a sample's file (counted, with ``exact_counts``) and, for a segment, its frame rate."""
-        frames = frame_count(sample.path, exact=self.exact_counts)
-        if sample.start is None and sample.end is None:
-            return frames, 0.0
-        fps = probe(sample.path).fps
-        if not fps > 0:
-            raise VideoDecodeError(sample.path, "its header gives no frame rate, so a segment's times name no frames")
-        return frames, fps
+    def _count_exactly(self, samples: SampleList, keep: np.ndarray) -> None:
+        """Index every file now, on threads with a progress display; reject the samples that cannot give a clip."""
+        cache = default_index_cache() if self.index_cache is None else self.index_cache
+        paths = sorted({p for i, p in enumerate(samples.paths()) if keep[i]})
+        failures = {
+            path: exc
+            for path, _, exc in each_file(paths, cache.get, what="counting frames (exact_counts=True)")
+            if exc is not None
+        }
+        for i in np.flatnonzero(keep).tolist():
+            video = self._video(samples, i)
+            exc = failures.get(video.path)
+            try:
+                if exc is not None:
+                    raise exc
+                first, stop = self._range(video, cache)
+                if stop - first < self.span:
+                    raise VideoDecodeError(video.path, self._too_few(video, first, stop))
+            except (VideoDecodeError, OSError) as exc:
+                keep[i] = False
+                reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)
+                key = video.key if video.path not in failures and not video.whole else video.path
+                self._reject(video.path, reason + _listed(video.origin), exc, key=key)
+
+    def _video(self, samples: SampleList, i: int) -> _Video:
+        return _Video(samples.path(i), samples.label(i), *samples.segment(i), samples.origin(i))
+
+    def _header(self, path: str) -> VideoInfo:
+        """What ``path``'s header says (read once per dataset, for the last few thousand files asked)."""
+        info = self._headers.get(path)
+        if info is None:
+            info = probe(path)
+            if len(self._headers) >= _HEADERS_KEPT:
+                self._headers.clear()  # a dict written by several threads: only whole-dict operations
+            self._headers[path] = info
+        return info
 
     def _needs(self) -> str:
         if self.sampling == "clip":
@@ -423,7 +536,7 @@ class VideoDataset(YieldFunction):
     def _reject(self, path: str, reason: str, cause: BaseException | None = None, key: str | None = None) -> None:
         """Raise for a bad sample found at construction, or skip it (``key`` in ``skipped``, default its path)."""
         if self.on_error == "skip":
-            self._skip(key or path, reason)
+            self._skip(key or path, reason, cause, path)
         elif isinstance(cause, FileNotFoundError):
             raise FileNotFoundError(2, reason, path) from cause
         else:
@@ -434,74 +547,140 @@ class VideoDataset(YieldFunction):
         positions = range(index * self.batch_size, (index + 1) * self.batch_size)
         if order is not None:
             return [(p, int(order[p % len(order)])) for p in positions]
-        return [(p, p) for p in positions if p < len(self._videos)]
+        return [(p, p) for p in positions if p < len(self._list)]
 
     def _order(self, epoch: int) -> np.ndarray | None:
         """The samples in epoch ``epoch``'s order for training; ``None`` (listed order) for evaluation."""
         if not self.train:
             return None
-        return np.random.default_rng([self.seed, _ORDER_KEY, epoch]).permutation(len(self._videos))
+        return np.random.default_rng([self.seed, _ORDER_KEY, epoch]).permutation(len(self._list))
 
     def _load(self, out: np.ndarray, epoch: int, position: int, sample: int) -> int:
         """Decode sample ``sample`` into ``out``; return its label. Replaces a bad file's sample when skipping.
 
         Attempt ``k`` uses its own generator, and every attempt after the first
         draws its sample from all of them; a sample known to be bad (its file,
-        or the segment itself) fails its attempt without a decode. So the outcome
-        depends only on which files and samples are bad, not on what other calls
-        found first.
+        or the segment itself, in quarantine) fails its attempt without a
+        decode. So the outcome depends only on which files and samples are bad,
+        not on what other calls found first. Every attempt that fails is one
+        draw replaced, reported to the error sink; a failure that may pass (see
+        ``quarantine.lasting``) is replaced too, but the file is tried again at
+        its next draw.
         """
         bad: str | None = None  # the file whose sample this clip replaces
-        cache = default_index_cache()  # one cache for the whole call: the frame counts and the reads
+        failure: BaseException | None = None  # the last attempt's
+        # One cache for the whole call: the frame counts and the reads.
+        cache = default_index_cache() if self.index_cache is None else self.index_cache
+        index = position // self.batch_size
+        samples = self._list
+        count = len(samples)
         for attempt in itertools.count():
             rng = np.random.default_rng([self.seed, _CLIP_KEY, epoch, position, attempt])
             if attempt > 0:
-                if all(self._known_bad(v) for v in self._videos):
+                if (count <= _ALL_BAD_CHECK or attempt % _ALL_BAD_CHECK == 0) and self._all_bad():
                     raise VideoDecodeError(bad, "no video left to replace it with: every video failed, see .skipped")
-                sample = int(rng.integers(len(self._videos)))
-            video = self._videos[sample]
-            if not self._known_bad(video):  # only saves the decode: a known bad sample fails this attempt
+                if attempt >= _MAX_ATTEMPTS:
+                    raise VideoDecodeError(
+                        bad, f"no clip decoded in {attempt} attempts of other videos to replace it; the last failed"
+                    ) from failure
+                sample = int(rng.integers(count))
+                if count > 1 and samples.path(sample) == bad:
+                    # Not the file that just failed: one failing for now would be read again at once.
+                    sample = (sample + 1 + int(rng.integers(count - 1))) % count
+            video = self._video(samples, sample)
+            known = self._known_bad(video)
+            if known is not None:  # only saves the decode: a known bad sample fails this attempt
+                key, reason = known
+                self._report(index, self._failures.get(key) or VideoDecodeError(video.path, reason), key, reason)
+            else:
                 key = video.path  # a failure counts for the whole file, unless only this sample's range is at fault
                 try:
-                    first, stop = self._decoded_range(video, cache)
+                    first, stop = self._range(video, cache)
                     if stop - first < self.span:
                         key = video.key
-                        raise VideoDecodeError(video.path, self._too_few(video, stop - first))
+                        raise VideoDecodeError(video.path, self._too_few(video, first, stop))
                     self._decode_into(out, rng if self.train else None, video, first, stop, cache)
                     if bad is not None:
                         self._replacements.append((epoch, position, bad))
                     return video.label
-                except (VideoDecodeError, FileNotFoundError) as exc:  # the file may go away after construction
-                    if self.on_error == "raise":
+                except (VideoDecodeError, OSError) as exc:  # the file may go away after construction
+                    if not self._skipping():
+                        if isinstance(exc, VideoDecodeError) and video.origin:
+                            raise VideoDecodeError(video.path, exc.reason + _listed(video.origin)) from exc
                         raise
+                    failure = exc
                     reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)
-                    self._skip(key, reason + _listed(video.origin), exc, position // self.batch_size)
+                    reason += _listed(video.origin)
+                    if lasting(exc):
+                        self._skip(key, reason, exc, video.path)
+                    else:
+                        log.warning("replacing a clip of %s, which failed for now (tried again later): %s", key, reason)
+                    self._report(index, exc, key, reason)
             bad = bad or video.path
         raise AssertionError("unreachable: itertools.count() never ends")
 
-    def _known_bad(self, video: _Video) -> bool:
-        """Whether a sample is known to fail: its file, or (for a segment) the sample itself, is in ``skipped``."""
-        return video.path in self.skipped or video.key in self.skipped
+    def _skipping(self) -> bool:
+        """Whether a bad sample is replaced: ``on_error="skip"``, or a loader that skips (told by its error sink)."""
+        return self.on_error == "skip" or getattr(self._error_sink, "skip", False)
 
-    def _decoded_range(self, video: _Video, cache: IndexCache) -> tuple[int, int]:
-        """The frames ``first`` to ``stop - 1`` that ``video``'s clips are drawn from.
+    def _known_bad(self, video: _Video) -> tuple[str, str] | None:
+        """``(key, reason)`` when a sample is known to fail: its file, or (for a segment) the sample, in quarantine."""
+        reason = self.quarantine.reason(video.path, video.path)
+        if reason is not None:
+            return video.path, reason
+        reason = self.quarantine.reason(video.key)
+        return None if reason is None else (video.key, reason)
 
-        The sample's range by its file's header, cut to the frames that decode
-        when the file's index (made now if it is not yet) knows fewer and the
-        file is intact; see the class docstring.
+    def _report(self, index: int, exc: BaseException, key: str, reason: str) -> None:
+        """Report one draw of ``key`` replaced to the loader's error sink, if there is one."""
+        sink = self._error_sink
+        if sink is not None:
+            sink(index, exc, {"path": key, "reason": reason})
+
+    def _all_bad(self) -> bool:
+        """Whether every sample is known to fail (a pass over the list: asked rarely)."""
+        return len(self.quarantine) > 0 and all(
+            self._known_bad(self._video(self._list, i)) for i in range(len(self._list))
+        )
+
+    def _range(self, video: _Video, cache: IndexCache) -> tuple[int, int]:
+        """The frames ``first`` to ``stop - 1`` that ``video``'s clips are drawn from, learnt from its file now.
+
+        The file's frames are those its index (made now if it is not yet) says
+        decode; a file that is not intact (truncated, damaged) keeps its
+        header's count (unless ``exact_counts``), since the header may be right
+        about what is missing. A segment's times become frames at the frame rate
+        in the file's header. See the class docstring.
         """
         index = cache.get(video.path)
-        if index.frames >= video.stop or not index.intact:
-            return video.first, video.stop
-        return min(video.first, index.frames), index.frames
+        frames = index.frames if index.intact or self.exact_counts else self._header(video.path).frames
+        if video.whole:
+            return 0, frames
+        fps = self._header(video.path).fps
+        if not fps > 0:
+            raise VideoDecodeError(video.path, "its header gives no frame rate, so a segment's times name no frames")
+        return _frame_range(video.start, video.end, frames, fps)
 
-    def _too_few(self, video: _Video, frames: int) -> str:
-        """Why a sample cut to the frames that decode has too few for a clip."""
+    def _too_few(self, video: _Video, first: int, stop: int) -> str:
+        """Why a sample has too few frames for a clip: the frames that decode, or those its header claims."""
+        frames = max(0, stop - first)
+        header: VideoInfo | None = None
+        claimed = (first, stop)
+        try:
+            header = self._header(video.path)
+            claimed = _frame_range(video.start, video.end, header.frames, header.fps or 1.0)
+        except (VideoDecodeError, OSError):
+            pass
         what = f"segment {video.segment}" if video.segment else "the file"
-        return (
-            f"has {frames} frames that decode in {what} (its header claims more: it counts timestamp gaps "
-            f"as frames, or is wrong), fewer than {self._needs()}"
-        )
+        if claimed[1] - claimed[0] > frames:
+            return (
+                f"has {frames} frames that decode in {what} (its header claims more: it counts timestamp gaps "
+                f"as frames, or is wrong), fewer than {self._needs()}"
+            )
+        if video.whole:
+            return f"has {frames} frames, fewer than {self._needs()}"
+        of = "" if header is None else f" (of {header.frames} at {header.fps:g} fps)"
+        return f"segment {video.segment} has {frames} frames{of}, fewer than {self._needs()}"
 
     def _decode_into(
         self,
@@ -543,13 +722,12 @@ class VideoDataset(YieldFunction):
                 else:
                     np.multiply(view, np.float32(1 / 255), out=target)
 
-    def _skip(self, key: str, reason: str, exc: BaseException | None = None, index: int | None = None) -> None:
-        if key not in self.skipped:
-            self.skipped[key] = reason
+    def _skip(self, key: str, reason: str, exc: BaseException | None = None, path: str | None = None) -> None:
+        """Put ``key`` in quarantine (``skipped``) for ``reason``, logging it once; ``path`` is its file."""
+        if self.quarantine.add(key, reason, path or key):
+            if exc is not None:
+                self._failures[key] = exc
             log.warning("skipping video %s: %s", key, reason)
-            sink = self._error_sink
-            if sink is not None and exc is not None:
-                sink(index, exc, {"path": key, "reason": reason})
 
 
 _EXACT_HINT = "; exact_counts=True finds such files at construction (it counts every file's frames by decoding it)"
@@ -560,18 +738,47 @@ def _listed(origin: str) -> str:
     return f" (listed at {origin})" if origin else ""
 
 
-def _frame_range(sample: VideoSample, frames: int, fps: float) -> tuple[int, int]:
+def _frame_range(start: float | None, end: float | None, frames: int, fps: float) -> tuple[int, int]:
     """The frames ``first`` to ``stop - 1`` of a sample: all of them, or those whose times fall in its segment."""
-    if sample.start is None and sample.end is None:
+    if start is None and end is None:
         return 0, frames
     # Frame i shows at i / fps: the segment holds the frames with start <= i / fps < end.
     # The slack keeps 0.1 s at 30 fps (3.0000000000000004 frames) at frame 3.
-    first = 0 if sample.start is None else math.ceil(sample.start * fps - 1e-6)
-    stop = frames if sample.end is None else min(frames, math.ceil(sample.end * fps - 1e-6))
+    first = 0 if start is None else math.ceil(start * fps - 1e-6)
+    stop = frames if end is None else min(frames, math.ceil(end * fps - 1e-6))
     return min(first, frames), stop
 
 
-def _times(sample: VideoSample) -> str:
-    start = 0 if sample.start is None else sample.start
-    end = "end" if sample.end is None else f"{sample.end:g}"
-    return f"[{start:g}, {end}) s"
+def _times(start: float | None, end: float | None) -> str:
+    end_text = "end" if end is None else f"{end:g}"
+    return f"[{0 if start is None else start:g}, {end_text}) s"
+
+
+class _SampleView(Sequence[tuple[str, int, int]]):
+    """``VideoDataset.samples``: ``(path, label, frames by the header)`` per sample, read on access."""
+
+    def __init__(self, dataset: VideoDataset) -> None:
+        self._dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self._dataset._list)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        data = self._dataset
+        video = data._video(data._list, range(len(self))[i])
+        try:
+            header = data._header(video.path)
+            first, stop = _frame_range(video.start, video.end, header.frames, header.fps or 1.0)
+        except (VideoDecodeError, OSError):
+            first = stop = 0
+        return video.path, video.label, max(0, stop - first)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<samples of {self._dataset!r}>"

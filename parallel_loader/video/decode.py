@@ -5,10 +5,11 @@ every frame from the first, and decodes as few frames as the file allows: it
 seeks to the keyframe at or before the clip's start and decodes forward,
 skipping the frames no other frame refers to (B-frames and the like) unless
 they are in the clip, and scaling each kept frame while converting it to RGB.
-Which frame is which comes from the file's ``VideoIndex`` (see ``index``), learnt
-once by decoding the whole file, never from the container's frame count or
-frame rate. Files whose index says their seeks are not exact are decoded from
-the first frame.
+Which frame is which comes from the file's ``VideoIndex`` (see ``index``), made
+once from the container's packets where they tell (a few milliseconds), else by
+decoding the whole file once (and then the clip comes from that pass), never
+from the container's frame count or frame rate. Files whose index says their
+seeks are not exact are decoded from the first frame.
 
 Clips are decoded with PyAV (FFmpeg): OpenCV's capture can neither seek to a
 given keyframe (it backs off 16 frames and counts frames from timestamps) nor
@@ -25,20 +26,27 @@ returned short or padded.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
 import cv2
 import numpy as np
+from av.container import InputContainer
 from av.video.frame import VideoFrame
-from av.video.reformatter import VideoReformatter
+from av.video.stream import VideoStream
 
 from .._checks import check_int
 from .errors import VideoDecodeError, require_file
+from .facts import PACKETS, VideoIndex
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
-from .index import IndexCache, VideoIndex, default_index_cache
+from .index import IndexCache, default_index_cache
+from .pixels import RGBFrames
+from .source import is_url
 
 __all__ = ["VideoDecodeError", "VideoInfo", "frame_count", "probe", "read_clip"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,20 +59,34 @@ class VideoInfo:
     height: int
 
 
-def probe(path: str | os.PathLike[str]) -> VideoInfo:
+def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
     """Read a video's header: frame count, frame rate and size, without decoding.
+
+    ``width`` and ``height`` are those of the frames ``read_clip`` returns with
+    the same ``rotate``: as displayed (swapped for a file shown at 90 or 270
+    degrees) by default, as stored with ``rotate=False``.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video.
     """
+    if is_url(path):  # OpenCV reads no object store: the header through the byte source
+        from .ranged import probe_remote
+
+        return probe_remote(str(path))
     capture = _open(path)
     try:
+        width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
+        height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        # OpenCV reports the size as displayed when it turns frames itself (CAP_PROP_ORIENTATION_AUTO).
+        quarter_turn = int(capture.get(cv2.CAP_PROP_ORIENTATION_META)) % 180 == 90
+        if quarter_turn and bool(capture.get(cv2.CAP_PROP_ORIENTATION_AUTO)) != rotate:
+            width, height = height, width
         return VideoInfo(
             frames=max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT))),
             fps=float(capture.get(cv2.CAP_PROP_FPS)),
-            width=int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
-            height=int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+            width=width,
+            height=height,
         )
     finally:
         capture.release()
@@ -76,8 +98,8 @@ def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache
     The header's count (``CAP_PROP_FRAME_COUNT``, from the container or from
     duration times frame rate) can be wrong: a truncated file keeps its full
     count, and some files claim several times the frames that decode. With
-    ``exact=True`` (the default) the count is the file's index's: every frame
-    decoded once (thousands of frames per second at 320x240), then kept in
+    ``exact=True`` (the default) the count is the file's index's: from its
+    packets where they tell, else every frame decoded once, then kept in
     ``index_cache`` so that later calls and ``read_clip`` cost nothing more. It
     is the only count ``read_clip`` is sure to honour. ``exact=False`` returns
     the header's count, which is cheap.
@@ -91,7 +113,7 @@ def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
     """
-    if exact:
+    if exact or is_url(path):  # a URL's index comes from its header: as cheap as the header's count
         return (default_index_cache() if index_cache is None else index_cache).get(path).frames
     capture = _open(path)
     try:
@@ -108,6 +130,7 @@ def read_clip(
     size: tuple[int, int] | None = None,
     *,
     seek: bool = True,
+    rotate: bool = True,
     index_cache: IndexCache | None = None,
 ) -> np.ndarray:
     """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
@@ -115,30 +138,43 @@ def read_clip(
     Frame ``i`` is the ``i``-th frame decoding from the first gives, whatever the
     container's timestamps, frame rate or header say. With ``seek=True`` (the
     default) the read starts at the keyframe at or before ``start``, found in
-    the file's index (built by ``index_cache`` the first time a file is read: one
-    decode of the whole file), and skips decoding the frames before and between
-    the kept ones that no other frame refers to. Files whose index says seeks
-    are not exact (timestamps missing or out of order, damaged packets, seeks
-    that land elsewhere; each such file is named once in a warning) and
-    ``seek=False`` decode every frame from the first instead: slower, never
-    different. A seek that goes wrong during a read is caught (the decoded
-    frames' timestamps do not follow the index), the file is marked as not
-    seekable, and the clip is decoded from the first frame. A read or decode
-    error after a seek is no such evidence (the file decoded whole when it was
-    indexed): it raises ``VideoDecodeError`` and leaves the index as it was, so
-    that a one-off failure (network storage) does not slow the file's later reads.
+    the file's index (made by ``index_cache`` the first time a file is read:
+    from its packets where they tell, else by decoding the whole file once, and
+    then the clip is taken from that pass), and skips decoding the frames before
+    and between the kept ones that no other frame refers to. Files whose index
+    says seeks are not exact (timestamps missing or out of order, damaged
+    packets, seeks that land elsewhere; each such file is named once in a
+    warning) and ``seek=False`` decode every frame from the first instead:
+    slower, never different. A seek that goes wrong during a read is caught (the
+    decoded frames' timestamps do not follow the index, or the keyframe does not
+    decode as one) and the clip is decoded from the first frame: a file indexed
+    from its packets is indexed again by decoding every frame (the clip taken
+    from that pass), which settles what it holds; a file indexed by decoding is
+    marked as not seekable. A read or decode error after a seek is no such
+    evidence when the file decoded whole when it was indexed: it raises
+    ``VideoDecodeError`` and leaves the index as it was, so that a one-off
+    failure (network storage) does not slow the file's later reads; a file
+    indexed from its packets is indexed again by decoding.
 
-    Each kept frame is scaled (area averaging) and converted to RGB in one pass.
+    Each kept frame is scaled (area averaging) and converted to RGB in one pass,
+    from any pixel format and size FFmpeg decodes, then turned as players and
+    FFmpeg's command line show it: a file whose display matrix (or rotate tag)
+    says 90, 180 or 270 degrees, or a mirror image, gives frames turned so
+    (``probe`` reports their size); ``rotate=False`` keeps them as stored.
 
     Args:
-        path: the video file.
+        path: the video file, or its URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``, ``file://``; see ``ranged``).
         start: the index of the first frame, counted from 0.
         clip_len: how many frames to return.
         stride: the step between returned frames.
-        size: ``(height, width)`` to resize each frame to; ``None`` keeps the video's size.
+        size: ``(height, width)`` to resize each frame to (as displayed); ``None``
+            keeps the video's size (as displayed: width and height swap for a
+            file shown at 90 or 270 degrees, unless ``rotate=False``).
         seek: start at the keyframe before ``start`` (exact, see above); ``False``
             decodes from the first frame without an index, the reference the
             seeking read is checked against.
+        rotate: turn frames as the file's display matrix says (the default);
+            ``False`` returns them as stored.
         index_cache: where file indexes are kept; default: ``default_index_cache()``.
 
     Returns:
@@ -152,18 +188,40 @@ def read_clip(
             or decoded after the seek. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
-    clip = _Clip(start, clip_len, stride, size)
+    if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``ranged``)
+        from .ranged import read_clip as read_remote
+
+        cache = default_index_cache() if index_cache is None else index_cache
+        return read_remote(str(path), start, clip_len, stride, size, seek, cache)
+    clip = _Clip(start, clip_len, stride, size, rotate)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
-        index = cache.get(path)
-        if clip.last >= index.frames:
-            _raise_short(path, start, clip_len, stride, index.frames, index.intact)
-        if index.seekable:
-            problem = _read_seeking(path, index, clip)
+        index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened)
+        if not clip.offered and index.seekable and clip.last < index.frames:
+            try:
+                if isinstance(clip.early, VideoDecodeError):
+                    raise clip.early
+                problem = clip.early if clip.early is not None else _read_seeking(path, index, clip)
+            except VideoDecodeError:
+                if index.made_by != PACKETS:
+                    raise
+                problem = "a packet does not decode after a seek"
             if not problem:
                 return clip.frames
-            cache.distrust(path, problem)
-            clip = _Clip(start, clip_len, stride, size)
+            clip = _Clip(start, clip_len, stride, size, rotate)
+            if index.made_by == PACKETS:
+                # The packets misled (or said nothing of whether they decode): decoding every
+                # frame once settles what the file holds, and gives the clip on the way.
+                log.info("video %s: %s; indexing it by decoding", path, problem)
+                index = cache.rescan(path, on_frame=clip.offer)
+            else:
+                cache.distrust(path, problem)
+        if clip.offered:  # the index was made by decoding every frame, and the clip taken on the way
+            if not clip.full:
+                _raise_short(path, start, clip_len, stride, index.frames, index.intact)
+            return clip.frames
+        if clip.last >= index.frames:
+            _raise_short(path, start, clip_len, stride, index.frames, index.intact)
     decoded = _read_in_order(path, clip)
     if not clip.full:
         _raise_short(path, start, clip_len, stride, decoded)
@@ -171,14 +229,20 @@ def read_clip(
 
 
 class _Clip:
-    """The frames a clip keeps, converted as they arrive with one reformatter (one scaler per clip)."""
+    """The frames a clip keeps, converted to RGB (scaled, turned) as they arrive, with one scaler per clip."""
 
-    def __init__(self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None) -> None:
-        self.start, self.stride, self.size = start, stride, size
+    def __init__(
+        self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None, rotate: bool = True
+    ) -> None:
+        self.start, self.stride = start, stride
         self.last = start + (clip_len - 1) * stride
         self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
         self.kept = 0
-        self._reformatter = VideoReformatter()
+        self.offered = False  # whether a scan offered it frames (see ``offer``)
+        # The outcome of the seeking read made in the container the index was made from
+        # (see ``read_opened``): what went wrong ("" for nothing), an error, or None for no such read.
+        self.early: str | VideoDecodeError | None = None
+        self._rgb = RGBFrames(size, rotate)
 
     @property
     def full(self) -> bool:
@@ -187,31 +251,49 @@ class _Clip:
     def wants(self, i: int) -> bool:
         return self.start <= i <= self.last and (i - self.start) % self.stride == 0
 
+    def offer(self, i: int, frame: VideoFrame) -> None:
+        """Frame ``i`` counted from the first, from a scan that decodes every frame: kept if wanted."""
+        self.offered = True
+        if self.wants(i):
+            self.keep(i, frame)
+
+    def read_opened(self, container: InputContainer, stream: VideoStream, index: VideoIndex) -> None:
+        """Read the clip in the container whose packets just made ``index`` (saves opening the file again)."""
+        if index.seekable and self.last < index.frames:
+            try:
+                self.early = _fill_seeking(container, stream, index, self, seek_first=True)
+            except VideoDecodeError as exc:
+                self.early = exc
+
     def keep(self, i: int, frame: VideoFrame) -> None:
         """Convert frame ``i`` (one the clip wants, each once) into its place."""
-        height, width = self.size or (frame.height, frame.width)
         if self.kept == 0:
+            height, width = self._rgb.shape(frame)
             self.frames = np.empty((len(self.frames), height, width, 3), dtype=np.uint8)
-        rgb = self._reformatter.reformat(
-            frame, width=width, height=height, format="rgb24", interpolation="AREA", threads=1
-        )
-        self.frames[(i - self.start) // self.stride] = rgb.to_ndarray()
+        self._rgb.convert(frame, self.frames[(i - self.start) // self.stride])
         self.kept += 1
 
 
 def _read_seeking(path: str | os.PathLike[str], index: VideoIndex, clip: _Clip) -> str:
     """Fill ``clip`` from the keyframe before its start; return "" or what went wrong (then ``clip`` is partial)."""
-    key = index.keyframe_before(clip.start)
     with open_video(path) as (container, stream):
-        try:
-            for i, frame in frames_from(container, stream, index, key, keep=clip.wants):
-                if clip.wants(i):
-                    clip.keep(i, frame)
-                    if clip.full:
-                        return ""
-        except SeekMismatch as exc:
-            return str(exc)
-    return f"after a seek to frame {key} the file ends before frame {clip.last}"
+        return _fill_seeking(container, stream, index, clip)
+
+
+def _fill_seeking(
+    container: InputContainer, stream: VideoStream, index: VideoIndex, clip: _Clip, seek_first: bool = False
+) -> str:
+    """``_read_seeking`` in an open container; ``seek_first``: seek even to frame 0 (the container has been read)."""
+    key = index.keyframe_before(clip.start)
+    try:
+        for i, frame in frames_from(container, stream, index, key, keep=clip.wants, seek_first=seek_first):
+            if clip.wants(i):
+                clip.keep(i, frame)
+                if clip.full:
+                    return ""
+    except SeekMismatch as exc:
+        return str(exc)
+    return f"after a seek to frame {key}, decoding stops before frame {clip.last}, which decodes from the first frame"
 
 
 def _read_in_order(path: str | os.PathLike[str], clip: _Clip) -> int:

@@ -10,8 +10,10 @@ import os
 from collections.abc import Sequence
 from typing import Literal
 
-from .annotations import VIDEO_EXTENSIONS, folder_samples, root_path
+from ..quarantine import Quarantine
+from .annotations import VIDEO_EXTENSIONS, Exclude, folder_samples, root_path
 from .dataset import VideoDataset
+from .index import IndexCache
 from .sampling import Sampling
 
 __all__ = ["VideoFolder"]
@@ -50,6 +52,10 @@ class VideoFolder(VideoDataset):
         sampling: ``"clip"`` or ``"segments"``, see ``VideoDataset``.
         num_clips: clips per video in evaluation; given, the batch has a views axis.
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
+        exclude: files to leave out: paths, or the JSON-lines file the check command writes.
+        quarantine: where bad videos are kept, see ``VideoDataset``.
+        index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
+        find_missing: name files gone since the folders were listed, see ``VideoDataset``.
 
     Raises:
         ValueError: an argument is out of range, or ``root`` has no class folder
@@ -78,10 +84,14 @@ class VideoFolder(VideoDataset):
         sampling: Sampling = "clip",
         num_clips: int | None = None,
         num_crops: int | None = None,
+        exclude: Exclude = None,
+        quarantine: Quarantine | None = None,
+        index_cache: IndexCache | None = None,
+        find_missing: bool = True,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
-            folder_samples(self.root, classes, extensions),
+            folder_samples(self.root, classes, extensions, exclude=exclude),
             batch_size,
             clip_len,
             stride,
@@ -96,6 +106,9 @@ class VideoFolder(VideoDataset):
             sampling=sampling,
             num_clips=num_clips,
             num_crops=num_crops,
+            quarantine=quarantine,
+            index_cache=index_cache,
+            find_missing=find_missing,
         )
 
     def _describe(self) -> str:

@@ -1,0 +1,5 @@
+"""``python -m benchmarks.sweep``."""
+
+from .cli import main
+
+main()

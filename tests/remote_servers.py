@@ -1,0 +1,274 @@
+"""Servers on 127.0.0.1 for remote-read tests and benchmarks: HTTP with Range, S3 (moto), and a faulty proxy.
+
+* ``RangeServer``: serves a folder over HTTP/1.1 with ``Range``, ``ETag`` and
+  ``If-Match`` (412), as object stores and CDNs answer; counts requests and bytes.
+* ``s3_server``: moto's S3-compatible server, in this process, on a free port.
+* ``FaultProxy``: forwards HTTP to another server, adding latency and, drawn
+  from a seeded random generator, 503 answers, connection resets and stalls;
+  counts requests and bytes.
+
+Each is a context manager that stops its threads on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests = 0
+        self.bytes = 0
+
+    def count(self, sent: int) -> None:
+        with self.lock:
+            self.requests += 1
+            self.bytes += sent
+
+    def reset(self) -> None:
+        with self.lock:
+            self.requests = self.bytes = 0
+
+
+class _Server(ThreadingHTTPServer):
+    """Joins its request threads on close, after shutting the connections clients keep open."""
+
+    daemon_threads = True
+    block_on_close = True
+    allow_reuse_address = True
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.open_connections: set[socket.socket] = set()
+        self.connections_lock = threading.Lock()
+
+    def process_request_thread(self, request: socket.socket, client_address: object) -> None:
+        with self.connections_lock:
+            self.open_connections.add(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self.connections_lock:
+                self.open_connections.discard(request)
+
+    def server_close(self) -> None:
+        with self.connections_lock:
+            for connection in self.open_connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+        super().server_close()
+
+
+class _Serving(_Counting):
+    """A started ``_Server`` with its thread; ``close`` stops both."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__()
+        self.server = _Server(("127.0.0.1", 0), handler)
+        self.server.owner = self  # type: ignore[attr-defined]
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(10)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _RangeHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:  # quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self._answer(head=True)
+
+    def do_GET(self) -> None:
+        self._answer(head=False)
+
+    def _answer(self, head: bool) -> None:
+        owner: RangeServer = self.server.owner  # type: ignore[attr-defined]
+        name = self.path.lstrip("/").split("?")[0]
+        path = owner.root / name
+        if name in owner.forbidden:
+            return self._empty(403, 0)
+        if not path.is_file():
+            return self._empty(404, 0)
+        data = path.read_bytes()
+        etag = '"' + hashlib.md5(data).hexdigest() + '"'
+        match = self.headers.get("If-Match")
+        if match is not None and match != etag:
+            return self._empty(412, 0)
+        start, end, status = 0, len(data), 200
+        wanted = self.headers.get("Range")
+        if wanted and wanted.startswith("bytes="):
+            first, _, last = wanted[6:].partition("-")
+            if first:
+                start, end = int(first), min(len(data), int(last) + 1 if last else len(data))
+            else:
+                start = max(0, len(data) - int(last))
+            status = 206
+        body = data[start:end]
+        owner.count(0 if head else len(body))  # before answering: a client that has its answer sees it counted
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def _empty(self, status: int, sent: int) -> None:
+        self.server.owner.count(sent)  # type: ignore[attr-defined]
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+class RangeServer(_Serving):
+    """A folder served over HTTP with Range, ETag and If-Match; ``url`` is its root; ``forbidden`` names get 403."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.forbidden: set[str] = set()
+        super().__init__(_RangeHandler)
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _forward(self) -> None:
+        proxy: FaultProxy = self.server.owner  # type: ignore[attr-defined]
+        fault = proxy.draw()
+        time.sleep(proxy.latency_s)
+        if fault == "reset":
+            proxy.count(0)
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.close_connection = True
+            self.connection.close()
+            return
+        if fault == "stall":
+            proxy.count(0)
+            proxy.stopped.wait(proxy.stall_s)
+            self.close_connection = True
+            return
+        if fault == "503":
+            proxy.count(0)
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=30)
+        try:
+            upstream.request(self.command, self.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+            proxy.count(len(data))
+            self.send_response(answer.status, answer.reason)
+            for k, v in answer.getheaders():
+                if k.lower() not in ("content-length", "connection", "transfer-encoding", "server", "date"):
+                    self.send_header(k, v)
+            length = answer.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length or str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        finally:
+            upstream.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+
+class FaultProxy(_Serving):
+    """Forwards to ``upstream`` (``http://host:port``) after ``latency_s``; faults drawn with ``seed``.
+
+    Args:
+        upstream: the server's URL.
+        latency_s: added to every request.
+        p503, preset, pstall: chances that a request is answered 503, has its connection reset, or stalls.
+        stall_s: how long a stalled request waits before its connection is closed unanswered.
+    """
+
+    def __init__(
+        self,
+        upstream: str,
+        latency_s: float = 0.0,
+        p503: float = 0.0,
+        preset: float = 0.0,
+        pstall: float = 0.0,
+        stall_s: float = 3.0,
+        seed: int = 0,
+    ) -> None:
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self.upstream_host, self.upstream_port = host, int(port)
+        self.latency_s, self.stall_s = latency_s, stall_s
+        self.p503, self.preset, self.pstall = p503, preset, pstall
+        self._random = random.Random(seed)
+        self._draw_lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.faults = {"503": 0, "reset": 0, "stall": 0}
+        super().__init__(_ProxyHandler)
+
+    def draw(self) -> str | None:
+        with self._draw_lock:
+            x = self._random.random()
+            for name, p in (("503", self.p503), ("reset", self.preset), ("stall", self.pstall)):
+                if x < p:
+                    self.faults[name] += 1
+                    return name
+                x -= p
+        return None
+
+    def close(self) -> None:
+        self.stopped.set()
+        super().close()
+
+
+@contextlib.contextmanager
+def s3_server() -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 (a free port), with test credentials in the environment; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
+    os.environ.update(AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

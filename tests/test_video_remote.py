@@ -1,0 +1,318 @@
+"""Videos read at URLs, against real servers on 127.0.0.1: moto's S3 server (behind a proxy that adds 20 ms
+to every request and counts them) and an HTTP server with Range; clips checked against the local files'."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import numpy as np
+import pytest
+
+from parallel_loader import DataLoader
+from parallel_loader.video import (
+    VideoDataset,
+    VideoDecodeError,
+    VideoFolder,
+    frame_count,
+    probe,
+    ranged,
+    read_clip,
+    remote,
+)
+from parallel_loader.video.check import find_videos
+from parallel_loader.video.index import IndexCache
+from parallel_loader.video.index.__main__ import main as index_command
+
+from .remote_servers import FaultProxy, RangeServer, s3_server
+from .video_files import write_encoded_video, write_video
+
+pytestmark = pytest.mark.timeout(120)
+
+LATENCY_S = 0.02
+# Files of a few tens of KB stand for large ones: the first reads are scaled down with them, so that
+# an object is not fetched whole by the first read and its header is read as a large file's is.
+SMALL_TAIL, SMALL_HEAD = 8 << 10, 2 << 10
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("remote_videos")
+    return {
+        # H.264 with B-frames, moov at the end (as PyAV writes it), 12-frame groups.
+        "long.mp4": write_encoded_video(folder / "long.mp4", 240, "libx264", gop=12, b_frames=2, size=(96, 112)),
+        "short.mp4": write_encoded_video(folder / "short.mp4", 48, "libx264", gop=12, b_frames=2),
+        "ffv1.avi": write_video(folder / "ffv1.avi", 40),  # every frame a keyframe
+        "xvid.avi": write_encoded_video(folder / "xvid.avi", 60, "mpeg4", gop=12, b_frames=2, codec_tag="XVID"),
+    }
+
+
+@pytest.fixture(scope="module")
+def servers(videos, tmp_path_factory):
+    """(s3 proxy, http server): moto behind a 20 ms proxy holding ``videos`` in bucket ``videos``."""
+    with s3_server() as endpoint, FaultProxy(endpoint, latency_s=LATENCY_S) as proxy:
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket="videos")
+        for name, path in videos.items():
+            client.upload_file(str(path), "videos", f"train/{name}")
+        with RangeServer(next(iter(videos.values())).parent) as http:
+            # fsspec's event loop and its executor live as long as the process: start them before any test.
+            remote.configure("s3://", {"endpoint_url": proxy.url})
+            read_clip("s3://videos/train/ffv1.avi", 0, 1, index_cache=IndexCache(None))
+            read_clip(f"{http.url}/ffv1.avi", 0, 1, index_cache=IndexCache(None))
+            remote.forget_settings()
+            yield proxy, http
+        client.close()
+
+
+@pytest.fixture(autouse=True)
+def connections(servers):
+    """Every test starts with the S3 proxy as endpoint and ends with its connections closed and served."""
+    proxy, _ = servers
+    remote.configure("s3://", {"endpoint_url": proxy.url})
+    before = set(threading.enumerate())
+    yield
+    remote.forget_settings()
+    deadline = time.monotonic() + 10
+    for thread in set(threading.enumerate()) - before:  # the servers' threads for the closed connections
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def scaled_down(monkeypatch) -> None:
+    monkeypatch.setattr(ranged, "TAIL_BYTES", SMALL_TAIL)
+    monkeypatch.setattr(ranged, "HEAD_BYTES", SMALL_HEAD)
+
+
+def local(path: Path, start: int, clip_len: int, **kwargs) -> np.ndarray:
+    return read_clip(path, start, clip_len, index_cache=IndexCache(None), **kwargs)
+
+
+@pytest.mark.parametrize(("name", "first_most"), [("long.mp4", 4), ("xvid.avi", 5), ("ffv1.avi", 5)])
+def test_every_clip_equals_the_local_files_in_few_requests(servers, videos, name, first_most, monkeypatch, tmp_path):
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    path, url = videos[name], f"s3://videos/train/{name}"
+    cache = IndexCache(tmp_path / "index")
+    frames = frame_count(path, index_cache=IndexCache(None))
+    proxy.reset()
+    first = read_clip(url, 5, 8, index_cache=cache)
+    np.testing.assert_array_equal(first, local(path, 5, 8))
+    assert proxy.requests <= first_most
+    made, expected = cache.latest(url)[1], IndexCache(None).get(path)
+    assert (made.frames, made.keyframes, made.seekable) == (expected.frames, expected.keyframes, True)
+    if name == "long.mp4":
+        # The header's reads and the clip's packets: two of the file's 20 groups of pictures at most.
+        assert proxy.bytes <= SMALL_TAIL + SMALL_HEAD + 2 * path.stat().st_size / 20
+    proxy.reset()
+    starts = [0, 13, frames - 16, 7, 24, 1, 19]
+    for start in starts:
+        for stride, size in ((1, None), (2, (16, 20))):
+            got = read_clip(url, start, 8, stride, size, index_cache=cache)
+            np.testing.assert_array_equal(got, local(path, start, 8, stride=stride, size=size), f"{name} {start}")
+    assert proxy.requests / (2 * len(starts)) <= 1.1
+    if name == "long.mp4":
+        # A clip of up to 15 frames spans at most 3 of the file's 20 groups of 12 pictures.
+        assert proxy.bytes / (2 * len(starts)) <= 3 * path.stat().st_size / 20
+    proxy.reset()
+    assert probe(url) == probe(path)
+    if name == "long.mp4":
+        assert proxy.requests == 2  # the tail (moov) and the head
+
+
+def test_a_small_object_is_fetched_whole_in_one_request(servers, videos, tmp_path):
+    proxy, _ = servers
+    proxy.reset()
+    clip = read_clip("s3://videos/train/short.mp4", 20, 8, index_cache=IndexCache(tmp_path))
+    np.testing.assert_array_equal(clip, local(videos["short.mp4"], 20, 8))
+    assert proxy.requests == 1
+
+
+def test_a_second_process_finds_the_kept_index(servers, videos, tmp_path, monkeypatch):
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    directory = tmp_path / "index"
+    read_clip("s3://videos/train/long.mp4", 0, 4, index_cache=IndexCache(directory))
+    script = (
+        "import numpy as np\n"
+        "from parallel_loader.video import read_clip\n"
+        "for start in (3, 40, 100, 200, 17):\n"
+        "    np.save(f'out{start}.npy', read_clip('s3://videos/train/long.mp4', start, 8))\n"
+    )
+    environment = dict(os.environ, AWS_ENDPOINT_URL=proxy.url, PARALLEL_LOADER_VIDEO_INDEX=str(directory))
+    proxy.reset()
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=environment, check=True, timeout=60)
+    assert proxy.requests <= 1.1 * 5  # the kept index, from the store: no request to index the object
+    for start in (3, 40, 100, 200, 17):
+        np.testing.assert_array_equal(np.load(tmp_path / f"out{start}.npy"), local(videos["long.mp4"], start, 8))
+
+
+def index_then_replace(proxy: FaultProxy, name: str, first: Path, then: Path, cache: IndexCache) -> str:
+    """Upload ``first`` as ``name``, index it in ``cache``, then replace the object by ``then``; its URL."""
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    client.upload_file(str(first), "videos", name)
+    url = f"s3://videos/{name}"
+    frame_count(url, index_cache=cache)
+    client.upload_file(str(then), "videos", name)
+    client.close()
+    return url
+
+
+def test_a_changed_object_is_caught_by_its_read_and_indexed_again(servers, videos, tmp_path, monkeypatch):
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    cache = IndexCache(tmp_path)
+    replacement = write_encoded_video(tmp_path / "other.mp4", 120, "libx264", gop=6, b_frames=1, size=(64, 80))
+    url = index_then_replace(proxy, "changing.mp4", videos["long.mp4"], replacement, cache)
+    proxy.reset()
+    clip = read_clip(url, 50, 8, index_cache=cache)
+    np.testing.assert_array_equal(clip, local(replacement, 50, 8))
+    assert proxy.requests <= 1 + 4  # the read that finds the change (412), then as a first touch
+    assert cache.latest(url)[1].keyframes == tuple(range(0, 120, 6))
+
+
+def test_a_clip_past_the_end_of_an_outdated_index_reads_the_new_object(servers, videos, tmp_path, monkeypatch):
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    cache = IndexCache(tmp_path)
+    url = index_then_replace(proxy, "growing.mp4", videos["short.mp4"], videos["long.mp4"], cache)
+    assert cache.latest(url)[1].frames == 48
+    clip = read_clip(url, 200, 8, index_cache=cache)  # past the 48 frames once indexed
+    np.testing.assert_array_equal(clip, local(videos["long.mp4"], 200, 8))
+    assert cache.latest(url)[1].frames == 240
+
+
+def test_http_urls_read_with_range_requests(servers, videos, tmp_path, monkeypatch):
+    scaled_down(monkeypatch)
+    _, http = servers
+    cache = IndexCache(tmp_path)
+    for name in ("long.mp4", "xvid.avi"):
+        url = f"{http.url}/{name}"
+        assert frame_count(url, index_cache=cache) == frame_count(videos[name], index_cache=IndexCache(None))
+        http.reset()
+        for start in (0, 9, 33):
+            np.testing.assert_array_equal(read_clip(url, start, 6, index_cache=cache), local(videos[name], start, 6))
+        assert http.requests == 3
+        np.testing.assert_array_equal(read_clip(url, 2, 5, seek=False), local(videos[name], 2, 5))
+
+
+def test_missing_and_forbidden_objects_fail_at_once_naming_the_url(servers, tmp_path):
+    proxy, http = servers
+    proxy.reset()
+    with pytest.raises(FileNotFoundError, match=re.escape("s3://videos/train/nothing.mp4")):
+        read_clip("s3://videos/train/nothing.mp4", 0, 4, index_cache=IndexCache(tmp_path))
+    assert proxy.requests == 1
+    http.forbidden.add("ffv1.avi")
+    try:
+        http.reset()
+        with pytest.raises(VideoDecodeError, match=r"ffv1\.avi: access denied \(HTTP 403"):
+            read_clip(f"{http.url}/ffv1.avi", 0, 4, index_cache=IndexCache(tmp_path))
+        assert http.requests == 1
+    finally:
+        http.forbidden.clear()
+
+
+def test_a_read_gives_up_within_its_budget_naming_the_url(servers, tmp_path):
+    proxy, _ = servers
+    with FaultProxy(proxy.url, p503=1.0) as failing:
+        remote.configure("s3://", {"endpoint_url": failing.url}, remote.Network(timeout_s=1, budget_s=0.5))
+        started = time.monotonic()
+        with pytest.raises(VideoDecodeError, match=r"s3://videos/train/ffv1\.avi: cannot be read: \d+ tries"):
+            read_clip("s3://videos/train/ffv1.avi", 0, 4, index_cache=IndexCache(tmp_path))
+        assert time.monotonic() - started < 5
+        assert failing.requests >= 2  # retried
+        remote.forget_settings()
+
+
+def loader_batches(paths: list[str], cache_dir: Path) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+    samples = [(path, i % 4) for i, path in enumerate(paths)]
+    data = VideoDataset(samples, 5, 4, stride=2, size=(16, 20), seed=1, index_cache=IndexCache(cache_dir))
+    with DataLoader(data, num_threads=4, max_len=2, shuffle=True, seed=3, ordered=True) as loader:
+        return [list(loader) for _ in range(2)]
+
+
+def test_a_loader_over_a_faulty_network_gives_the_batches_of_the_local_files(servers, tmp_path):
+    """5% of requests answered 503, 2% reset, 1% stalled 3 s: the local files' batches, no hang, no thread left."""
+    proxy, _ = servers
+    endpoint = f"http://{proxy.upstream_host}:{proxy.upstream_port}"  # moto itself: the faults are the test
+    client = boto3.client("s3", endpoint_url=endpoint)
+    client.create_bucket(Bucket="many")
+    paths = []
+    for v in range(40):
+        paths.append(str(write_video(tmp_path / f"v{v:02d}.avi", 12 + v % 5, video_id=v % 20)))
+        client.upload_file(paths[-1], "many", f"v{v:02d}.avi")
+    client.close()
+    expected = loader_batches(paths, tmp_path / "local")
+    with FaultProxy(endpoint, p503=0.05, preset=0.02, pstall=0.01, stall_s=3, seed=5) as faulty:
+        remote.configure("s3://", {"endpoint_url": faulty.url}, remote.Network(timeout_s=1, budget_s=30))
+        faulted = loader_batches([f"s3://many/v{v:02d}.avi" for v in range(40)], tmp_path / "remote")
+        remote.forget_settings()
+    assert min(faulty.faults.values()) > 0  # each kind of fault happened
+    for epoch_expected, epoch_faulted in zip(expected, faulted, strict=True):
+        assert len(epoch_expected) == 8
+        for (x, y), (xf, yf) in zip(epoch_expected, epoch_faulted, strict=True):
+            np.testing.assert_array_equal(x, xf)
+            np.testing.assert_array_equal(y, yf)
+
+
+def test_a_video_folder_at_a_url_lists_its_classes_and_gives_the_local_batches(servers, tmp_path):
+    proxy, _ = servers
+    root = tmp_path / "tree"
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    client.create_bucket(Bucket="tree")
+    for c, name in enumerate(("walk", "run")):
+        for k in range(3):
+            path = write_video(root / name / f"v{k}.avi", 14 + k, video_id=3 * c + k)
+            client.upload_file(str(path), "tree", f"train/{name}/v{k}.avi")
+    (root / "run" / "notes.txt").write_text("not a video")
+    client.upload_file(str(root / "run" / "notes.txt"), "tree", "train/run/notes.txt")
+    client.close()
+    args = dict(batch_size=2, clip_len=4, stride=2, size=(16, 20), seed=4)
+    remote_folder = VideoFolder("s3://tree/train", index_cache=IndexCache(tmp_path / "remote"), **args)
+    local_folder = VideoFolder(root, index_cache=IndexCache(tmp_path / "local"), **args)
+    assert list(remote_folder.classes) == list(local_folder.classes) == ["run", "walk"]
+    assert [s[0] for s in remote_folder.samples] == [
+        f"s3://tree/train/{s[0][len(str(root)) + 1 :]}" for s in local_folder.samples
+    ]
+    for i in range(len(local_folder)):
+        for got, expected in zip(remote_folder(i), local_folder(i), strict=True):
+            np.testing.assert_array_equal(got, expected)
+    with pytest.raises(FileNotFoundError, match="video root folder not found"):
+        VideoFolder("s3://tree/nothing", **args)
+
+
+def test_the_index_and_check_commands_take_a_url_prefix(servers, videos, tmp_path, capsys):
+    directory = tmp_path / "index"
+    assert index_command(["s3://videos/train", "--cache", str(directory), "--quiet"]) == 0
+    assert "4 videos from s3://videos/train" in capsys.readouterr().out
+    cache = IndexCache(directory)
+    for name, path in videos.items():
+        _, index, extra = cache.latest(f"s3://videos/train/{name}")
+        assert index.frames == frame_count(path, index_cache=IndexCache(None))
+        assert extra  # the packet table that plans each clip's one read
+    assert find_videos("s3://videos/train") == sorted(f"s3://videos/train/{name}" for name in videos)
+
+
+def test_the_remote_benchmark_runs(capsys):
+    from benchmarks import video_remote
+
+    report = video_remote.main(["--threads", "2", "--clips", "3", "--short", "1", "--long", "1", "--long-seconds", "2"])
+    readers = {row[1] for row in report["rows"]}
+    assert readers == {"local", "parallel_loader", "fsspec+PyAV"}
+    assert all(row[4] == 1.0 for row in report["rows"] if row[1] == "parallel_loader")  # one request a clip
+    assert "remote / fsspec+PyAV" in capsys.readouterr().out
+
+
+def test_file_urls_read_through_fsspec(videos, tmp_path):
+    cache = IndexCache(tmp_path)
+    url = videos["long.mp4"].as_uri()
+    for start in (0, 50, 200):
+        np.testing.assert_array_equal(read_clip(url, start, 8, index_cache=cache), local(videos["long.mp4"], start, 8))
+    key, index, extra = cache.latest(url)
+    assert (key.size, index.frames) == (videos["long.mp4"].stat().st_size, 240)
+    assert extra

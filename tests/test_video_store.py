@@ -1,0 +1,288 @@
+"""Indexes kept by default and shared: the store on disk (several writers, torn and stale records), the memory bound."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from parallel_loader.video import IndexCache, VideoIndex, read_clip
+from parallel_loader.video import index as index_module
+from parallel_loader.video.facts import PACKETS, decode, encode
+from parallel_loader.video.source import SourceKey, local_key
+from parallel_loader.video.store import IndexStore, Record
+
+from .video_files import write_encoded_video, write_video
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def counted(monkeypatch) -> list[str]:
+    """The files whose index is made (not found), as they are made."""
+    made: list[str] = []
+    original = index_module._make
+
+    def counting(path, *args):
+        made.append(os.fspath(path))
+        return original(path, *args)
+
+    monkeypatch.setattr(index_module, "_make", counting)
+    return made
+
+
+def test_indexes_are_kept_on_disk_by_default_and_a_second_process_finds_them(tmp_path, video_index_store, counted):
+    """No setting: the default directory (here the tests' ``$PARALLEL_LOADER_VIDEO_INDEX``) keeps every index."""
+    paths = [write_video(tmp_path / f"v{k}.avi", 12 + k, video_id=k) for k in range(3)]
+    cache = IndexCache()
+    assert cache.directory == video_index_store
+    assert [cache.get(p).frames for p in paths] == [12, 13, 14]
+    assert len(counted) == 3
+    code = f"""
+        import sys
+        from parallel_loader.video import IndexCache, index
+        def refuse(path, *args):
+            sys.exit(f"{{path}} was indexed again")
+        index._make = refuse
+        print([IndexCache().get(p).frames for p in {[str(p) for p in paths]!r}])
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[12, 13, 14]"
+
+
+def test_the_directory_comes_from_the_argument_or_the_environment_and_can_be_off(tmp_path, monkeypatch):
+    assert IndexCache(tmp_path / "mine").directory == tmp_path / "mine"
+    assert IndexCache(None).directory is None
+    monkeypatch.setenv(index_module.ENVIRONMENT_VARIABLE, "off")
+    assert IndexCache().directory is None
+    monkeypatch.delenv(index_module.ENVIRONMENT_VARIABLE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert IndexCache().directory == tmp_path / "xdg" / "parallel_loader" / "video_index"
+
+
+def test_a_changed_file_is_indexed_again(tmp_path, counted):
+    path = write_video(tmp_path / "v.avi", 12)
+    assert IndexCache(tmp_path / "store").get(path).frames == 12
+    write_video(path, 20)
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # however coarse the clock
+    assert IndexCache(tmp_path / "store").get(path).frames == 20
+    assert IndexCache(tmp_path / "store").get(path).frames == 20
+    assert len(counted) == 2
+
+
+def test_torn_damaged_and_stale_records_are_never_trusted(tmp_path, counted):
+    paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(3)]
+    store = tmp_path / "store"
+    cache = IndexCache(store)
+    for p in paths:
+        cache.get(p)
+    cache.close()
+    (segment,) = store.glob("v1/*.seg")
+    data = segment.read_bytes()
+    third = data.rfind(b"VIX1")
+    second = data.rfind(b"VIX1", 0, third)
+    damaged = bytearray(data[:third])
+    damaged[second + 20] ^= 0xFF  # a flipped bit in the second record: its checksum fails
+    segment.write_bytes(bytes(damaged) + data[third : third + 15])  # the third is cut short
+    (store / "v1" / "other.seg").write_bytes(b"no records here" * 10)  # not a segment at all
+    counted.clear()
+    again = IndexCache(store)
+    assert [again.get(p).frames for p in paths] == [10, 11, 12]
+    assert counted == [str(paths[1]), str(paths[2])]  # the first record was whole: trusted
+    stale = Record(str(paths[0]), Record.entry_of(SourceKey(str(paths[0]), 1, "m1"), time.time_ns(), b"\0"), 0)
+    IndexStore(store).append([stale])  # the newest record, but for another version of the file
+    counted.clear()
+    assert IndexCache(store).get(paths[0]).frames == 10
+    assert counted == [str(paths[0])]
+
+
+def test_segments_no_writer_holds_are_merged_into_one(tmp_path):
+    paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(4)]
+    store = tmp_path / "store"
+    for p in paths:  # one writer per file, each closed: four segments, plus a second record of the first file
+        cache = IndexCache(store)
+        cache.get(p)
+        cache.close()
+    cache = IndexCache(store)
+    cache.distrust(paths[0], "a test says so")  # this writer's segment stays open: it is not merged
+    assert IndexStore(store).segment_count() == 5
+    assert IndexStore(store).compact() == 4
+    assert IndexStore(store).segment_count() == 2
+    fresh = IndexCache(store)
+    assert [fresh.get(p).frames for p in paths] == [10, 11, 12, 13]
+    assert not fresh.get(paths[0]).seekable and fresh.get(paths[0]).reason == "a test says so"  # the newest
+
+
+def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_per_file(tmp_path):
+    original = write_encoded_video(tmp_path / "one.mp4", 8, codec="libx264", gop=4, b_frames=2, size=(16, 16))
+    names = [tmp_path / "set" / f"v{k:03d}.mp4" for k in range(200)]
+    names[0].parent.mkdir()
+    for name in names:
+        name.write_bytes(original.read_bytes())
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"{n}\n" for n in names))
+    store = tmp_path / "store"
+    start = tmp_path / "start"
+    code = f"""
+        import os, random, sys, time
+        from parallel_loader.video import IndexCache
+        paths = open({str(listing)!r}).read().split()
+        random.Random(int(sys.argv[1])).shuffle(paths)
+        while not os.path.exists({str(start)!r}):
+            time.sleep(0.001)
+        cache = IndexCache({str(store)!r})
+        print(sum(cache.get(p).frames for p in paths))
+    """
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(code), str(seed)], cwd=REPO, stdout=subprocess.PIPE, text=True
+        )
+        for seed in (1, 2)
+    ]
+    time.sleep(0.5)  # both started, waiting for the file
+    start.touch()
+    outputs = [w.communicate(timeout=120)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0]
+    assert [o.strip() for o in outputs] == ["1600", "1600"]
+    assert len(IndexStore(store).read_new()) >= 200  # files both indexed at once are there twice
+    IndexStore(store).compact()  # the writers are gone: their segments (one if a process found all made) merge
+    assert IndexStore(store).segment_count() == 1
+    records = IndexStore(store).read_new()
+    assert sorted(r.name for r in records) == sorted(str(n) for n in names)  # one per file
+    for record in records:
+        size, version, _, offset = Record.parse_entry(record.entry)
+        assert SourceKey(record.name, size, version) == local_key(record.name)
+        index = decode(record.entry, offset)
+        assert (index.frames, index.seekable) == (8, True)
+
+
+def test_a_million_entries_fit_the_documented_bound_without_eviction():
+    """1,000,000 synthetic entries (Kinetics-like: 300 frames, 5 keyframes, a 63-character path), no video."""
+    cache = IndexCache(None)
+    index = VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS)
+    body = encode(index)
+    count = 1_000_000
+    with cache._lock:
+        for k in range(count):
+            name = f"/data/kinetics700/train/class_{k % 700:03d}/{k:011d}_000010_000020.mp4"
+            cache._insert(name, Record.entry_of(SourceKey(name, 10**6 + k, f"m{k:x}"), k, body))
+    assert len(cache) == count and cache.evicted == 0
+    assert cache.memory <= 320 * count <= index_module.DEFAULT_MAX_BYTES  # the class docstring's ~310 bytes each
+    k = 123_457
+    name = f"/data/kinetics700/train/class_{k % 700:03d}/{k:011d}_000010_000020.mp4"
+    found = cache.lookup(SourceKey(name, 10**6 + k, f"m{k:x}"))
+    assert found is not None and found.keyframes == index.keyframes and found.pts(299) == 299 * 512
+    assert cache.lookup(SourceKey(name, 10**6 + k + 1, f"m{k:x}")) is None  # another size: stale
+
+
+def test_the_charge_is_what_python_allocates():
+    """The charged bytes cover what the entries really take (measured by tracemalloc), on 20,000 entries."""
+    import tracemalloc
+
+    cache = IndexCache(None)
+    body = encode(VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS))
+    entries = []
+    for k in range(20_000):
+        name = f"/data/kinetics700/train/class_{k % 700:03d}/{k:011d}_000010_000020.mp4"
+        entries.append((name, Record.entry_of(SourceKey(name, 10**6 + k, f"m{k:x}"), k, body)))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        with cache._lock:
+            for name, entry in entries:
+                cache._insert(name, entry)
+        taken = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    held = sum(sys.getsizeof(n) + sys.getsizeof(e) for n, e in entries)  # made before: counted in both
+    assert taken + held <= cache.memory
+
+
+def test_the_memory_bound_evicts_least_recently_used_first(tmp_path):
+    paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(3)]
+    one = IndexCache(None)
+    one.get(paths[0])
+    cache = IndexCache(None, max_bytes=2 * one.memory + one.memory // 2)
+    cache.get(paths[0])
+    cache.get(paths[1])
+    cache.get(paths[0])  # now the most recently used
+    cache.get(paths[2])
+    assert len(cache) == 2 and cache.evicted == 1
+    assert cache.lookup(local_key(paths[1])) is None and cache.lookup(local_key(paths[0])) is not None
+
+
+def test_read_clip_keeps_what_it_learns_in_the_default_store(tmp_path, video_index_store, counted):
+    path = write_video(tmp_path / "v.avi", 20)
+    clip = read_clip(path, 3, 4, 2)
+    assert clip.shape[0] == 4 and counted == [str(path)]
+    assert list(video_index_store.glob("v1/*.seg"))
+    counted.clear()
+    np.testing.assert_array_equal(read_clip(path, 3, 4, 2, index_cache=IndexCache()), clip)
+    assert counted == []
+
+
+def test_many_segments_are_merged_when_read(tmp_path, monkeypatch):
+    from parallel_loader.video import store as store_module
+
+    monkeypatch.setattr(store_module, "COMPACT_AT", 3)
+    path = write_video(tmp_path / "v.avi", 10)
+    for _ in range(5):
+        writer = IndexCache(tmp_path / "store")
+        writer.rescan(path)
+        writer.close()
+    assert IndexStore(tmp_path / "store").segment_count() == 5
+    assert IndexCache(tmp_path / "store").get(path).frames == 10  # its first read merges them
+    assert IndexStore(tmp_path / "store").segment_count() == 1
+
+
+def test_the_command_line_indexes_a_tree_reports_what_does_not_seek_and_resumes(tmp_path, capsys, counted):
+    from parallel_loader.video.index.__main__ import main
+
+    root = tmp_path / "videos"
+    good = [write_video(root / "a" / f"v{k}.avi", 10 + k) for k in range(3)]
+    (root / "b" / "broken.mp4").parent.mkdir()
+    (root / "b" / "broken.mp4").write_bytes(b"not a video")
+    (root / "b" / "notes.txt").write_text("not a video extension: left out")
+    store = tmp_path / "store"
+    assert main([str(root), "--threads", "2", "--cache", str(store), "--quiet"]) == 1  # one file failed
+    out = capsys.readouterr().out
+    assert "4 videos" in out and "0 found, 3 made, 0 not seekable, 1 failed" in out
+    assert f"{root / 'b' / 'broken.mp4'}: cannot be opened as a video" in out
+    counted.clear()
+    raw = write_encoded_video(tmp_path / "raw.h264", 12, codec="libx264", container="h264", gop=4)
+    listing = tmp_path / "train.txt"
+    listing.write_text(f"videos/a/v0.avi 1\n# a comment\n{good[2]} 3\nraw.h264 2\n")
+    assert main([str(listing), "--cache", str(store), "--quiet"]) == 0  # resumed: two found, one made
+    out = capsys.readouterr().out
+    assert "2 found, 1 made, 1 not seekable, 0 failed" in out and counted == [str(raw)]
+    assert f"{raw}: 12 of 12 frames have no timestamp" in out
+    counted.clear()
+    assert IndexCache(store).get(good[1]).frames == 11 and counted == []
+
+
+def test_video_datasets_take_an_index_cache(tmp_path, counted):
+    from parallel_loader.video import VideoDataset, VideoFolder
+
+    root = tmp_path / "set"
+    for k in range(2):
+        write_video(root / "a" / f"v{k}.avi", 12, video_id=k)
+    mine = IndexCache(tmp_path / "mine")
+    folder = VideoFolder(root, batch_size=2, clip_len=2, size=(16, 16), index_cache=mine, exact_counts=True)
+    folder(0)
+    assert len(mine) == 2 and len(counted) == 2
+    samples = [(str(root / "a" / f"v{k}.avi"), "a") for k in range(2)]
+    again = IndexCache(tmp_path / "mine")
+    VideoDataset(samples, batch_size=2, clip_len=2, size=(16, 16), index_cache=again)(0)
+    assert len(again) == 2 and len(counted) == 2  # found in the store
+    with pytest.raises(TypeError, match="index_cache"):
+        VideoDataset(samples, batch_size=2, clip_len=2, index_cache=str(tmp_path))
