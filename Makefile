@@ -60,6 +60,8 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 		--threads 4,8,16,24,auto --batches 300 --rounds 2 --quiet 5
 	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,3,4,auto --batches 300 --rounds 2 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.faults --runs 1000 --seed 0
+	$(PY) -m benchmarks.processes --rounds 3 --quiet 30
+	$(PY) -m benchmarks.process_faults --runs 500 --seed 0
 
 # The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
 # and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.

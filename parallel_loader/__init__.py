@@ -16,7 +16,7 @@ from .data_loader import DataLoader, LoaderClosed
 from .device_prefetch import DevicePrefetcher
 from .error_budget import ErrorRecord
 from .error_sink import ErrorSink
-from .errors import ErrorBudgetExceeded, LoaderTimeout
+from .errors import ErrorBudgetExceeded, LoaderTimeout, WorkerProcessDied
 from .fifo_queue import FIFOQueue, QueueClosed
 from .quarantine import InProcessMemory, Quarantine, QuarantineMemory
 from .tf_data import as_tf_dataset
@@ -40,6 +40,7 @@ __all__ = [
     "QueueClosed",
     "SampleBatches",
     "Train",
+    "WorkerProcessDied",
     "YieldFunction",
     "as_tf_dataset",
     "default_collate",

@@ -119,6 +119,21 @@ class SampleBatches(YieldFunction):
             self._order_cached = functools.lru_cache(maxsize=4)(self._sample_order)
             self.get_batch = self._get_batch
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The order cache and get_batch refer to this instance's methods: made again on unpickling
+        # (worker processes get the loader's SampleBatches by pickle).
+        state = dict(self.__dict__)
+        state.pop("_order_cached", None)
+        state.pop("get_batch", None)
+        state["_sink"] = None  # the loader's, in this process: a worker process is given its own
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if not has_epoch_hooks(self.samples):
+            self._order_cached = functools.lru_cache(maxsize=4)(self._sample_order)
+            self.get_batch = self._get_batch
+
     def __len__(self) -> int:
         """Batches per epoch, from the number of samples now."""
         count = checked_len(self.samples, "samples")

@@ -63,6 +63,7 @@ from .sharding import Remainder
 from .shutdown import Shutdown
 from .telemetry import LoaderStats, QueueWatch
 from .worker_pool import WorkerPool
+from .yield_calls import yield_calls
 from .yield_function import epoch_length
 
 __all__ = ["STOP_TIMEOUT", "DataLoader", "LoaderClosed"]
@@ -192,6 +193,7 @@ class DataLoader:
         min_threads: int | None = None,
         max_threads: int | None = None,
         telemetry: bool = True,
+        processes: int = 0,
     ) -> None:
         o = LoaderOptions.check(
             yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch, batches_per_epoch,
@@ -199,6 +201,7 @@ class DataLoader:
             max_errors=max_errors, error_log=error_log, call_timeout=call_timeout, thread_init=thread_init,
             num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder,
             overlap_epochs=overlap_epochs, min_threads=min_threads, max_threads=max_threads, telemetry=telemetry,
+            processes=processes,
         )  # fmt: skip
         self._yield_fn = o.yield_fn
         self._samples = o.samples
@@ -219,16 +222,22 @@ class DataLoader:
         self.shard_remainder = o.shard_remainder
         self.overlap_epochs = o.overlap_epochs
         self.telemetry = o.telemetry
+        self.processes = o.processes
 
         self._budget = ErrorBudget(o.max_errors, o.error_log)
         # A yield function that replaces bad samples itself (VideoFolder, SampleBatches) reports them here.
         self._sink = ErrorSink(self._budget, self.on_error == "skip", lambda: self._epoch, self._yield_fn)
-        replacing = getattr(self._yield_fn, "set_error_sink", None)
-        if replacing is not None:
-            replacing(self._sink)
+        # The calls (yield_calls, below) hand it over: in this process, or in each worker process.
+        if getattr(self._yield_fn, "set_error_sink", None) is not None:
             batch_size = getattr(self._yield_fn, "batch_size", None)
             if isinstance(batch_size, int) and batch_size > 0:
                 self._budget.samples_per_call = batch_size
+        # Where the calls run: in the loader threads, or with processes in worker processes (yield_calls).
+        self._yield_calls = yield_calls(
+            self._yield_fn, self.processes, stream=self._stream, num_threads=self.num_threads,
+            thread_init=o.thread_init, report=self._sink, name=self.name,
+            max_batches=self.max_len + self.processes * self.num_threads,
+        )  # fmt: skip
         self._results = FIFOQueue(self.max_len)
         # One lock guards the state of the loader, the dispatcher and the pool; it is taken as
         # ``with self._lock`` and waited on through ``_interrupt_safe.wait`` (see worker_pool's docstring).
@@ -236,13 +245,13 @@ class DataLoader:
         self._shutdown = Shutdown(self.name, self._lock, self._results)
         self._dispatcher = Dispatcher(
             self.name, self._yield_fn, self._stream, self._lock, self._results, self._budget, self._shutdown,
-            on_error=self.on_error, max_len=self.max_len, ordered=self.ordered, num_threads=self.num_threads,
-            call_timeout=self.call_timeout,
+            self._yield_calls, on_error=self.on_error, max_len=self.max_len, ordered=self.ordered,
+            num_threads=self._yield_calls.width(self.num_threads), call_timeout=self.call_timeout,
         )  # fmt: skip
         d = self._dispatcher
         self._pool = WorkerPool(
             self.name, self._lock, take=d.take, make=d.make, put=d.put, fail=self._shutdown.fail,
-            thread_init=o.thread_init, call_timeout=self.call_timeout, on_stuck=d.on_stuck,
+            thread_init=self._yield_calls.thread_init, call_timeout=self.call_timeout, on_stuck=d.on_stuck,
         )  # fmt: skip
         self._pool.timed = self.telemetry
         d.pool = self._shutdown.threads = self._pool
@@ -323,14 +332,16 @@ class DataLoader:
             TypeError, ValueError: ``num_threads`` is not an int of at least 1.
         """
         num_threads = check_int("num_threads", num_threads, minimum=1)
+        if not self._yield_calls.resizable and num_threads != self.num_threads:
+            raise ValueError(f"{self.name}: the worker processes run num_threads={self.num_threads} each, fixed")
         with self._lock:
             if self._shutdown.closed:
                 return
             self.num_threads = num_threads
-            self._dispatcher.set_threads(num_threads)
+            self._dispatcher.set_threads(self._yield_calls.width(num_threads))
             started = self._started
         if started:
-            self._pool.resize(num_threads)
+            self._pool.resize(self._yield_calls.width(num_threads))
 
     def __len__(self) -> int:
         """Batches per epoch (this shard's), as the yield function says now."""
@@ -362,7 +373,7 @@ class DataLoader:
         finally:
             self._end_epoch(completed)
         self._completed = plan.epoch
-        on_epoch_end = getattr(self._yield_fn, "on_epoch_end", None)
+        on_epoch_end = self._yield_calls.hook("on_epoch_end")
         if on_epoch_end is not None:
             if not self.overlap_epochs:
                 self._dispatcher.wait_idle()  # a call left over from an abandoned epoch may still run
@@ -460,7 +471,10 @@ class DataLoader:
         except BaseException:  # Ctrl-C cut it short: every thread must still be told before raising
             self.stop()
             raise
-        running = self._pool.join(timeout)
+        try:
+            running = self._pool.join(timeout)
+        finally:  # worker processes end even when a Ctrl-C cuts the wait short
+            self._yield_calls.close()
         if running:
             log.warning(
                 "%s: %s still inside the yield function after close(); they end when that call returns",
@@ -506,7 +520,7 @@ class DataLoader:
             self._epoch += 1
             epoch = self._epoch
         try:
-            on_epoch_begin = getattr(self._yield_fn, "on_epoch_begin", None)
+            on_epoch_begin = self._yield_calls.hook("on_epoch_begin")
             if on_epoch_begin is not None:
                 if not self.overlap_epochs:  # with get_batch, calls of another epoch may run meanwhile
                     dispatcher.wait_idle()  # a call left over from an abandoned epoch may still run
@@ -535,7 +549,7 @@ class DataLoader:
             if not self._started and not shutdown.closed:
                 # Under the lock, so that a close() in another thread sees every thread.
                 self._started = True
-                self._pool.start(self.num_threads)
+                self._pool.start(self._yield_calls.width(self.num_threads))
             self._pool.notify(all_threads=True)
         if ahead is None:
             self._delivery.early.clear()

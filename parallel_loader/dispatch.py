@@ -29,6 +29,7 @@ from .fifo_queue import FIFOQueue, QueueClosed
 from .results import NEVER_SKIPPED, NO_BATCH, Failed, Task
 from .shutdown import Shutdown
 from .worker_pool import CallSlot, WorkerPool
+from .yield_calls import YieldCalls
 from .yield_function import call_of
 
 __all__ = ["Dispatcher"]
@@ -50,10 +51,12 @@ class Dispatcher:
         results: the queue to the consumer.
         budget: records the failures that ``on_error="skip"`` skips.
         shutdown: where a failure that stops the loader goes.
+        calls: where the calls run (``yield_calls``): in the loader threads, or in worker processes.
         on_error: ``"raise"`` or ``"skip"``.
         max_len: the queue's capacity: also how many slots of the next epoch may be made ahead.
         ordered: whether slots are handed out within a window after the last one delivered.
-        num_threads: the thread count, for the window and for how many calls may be stuck.
+        num_threads: the loader threads (all processes' with ``processes``), for the window and for how
+            many calls may be stuck.
         call_timeout: for the watchdog's message.
 
     Set ``pool`` once the pool exists.
@@ -68,6 +71,7 @@ class Dispatcher:
         results: FIFOQueue,
         budget: ErrorBudget,
         shutdown: Shutdown,
+        calls: YieldCalls,
         *,
         on_error: str,
         max_len: int,
@@ -78,7 +82,7 @@ class Dispatcher:
         self.name = name
         self.pool: WorkerPool = None  # type: ignore[assignment]  # set by the owner
         self._yield_fn = yield_fn
-        self._call: Callable[[int, int], Any] = call_of(yield_fn, stream)
+        self._calls = calls
         self._stream = stream
         self._lock = lock
         self._results = results
@@ -176,7 +180,7 @@ class Dispatcher:
     def make(self, task: Task) -> Any:
         """Call the yield function for ``task``: its batch, ``NO_BATCH`` at a stream's end, or ``Failed``."""
         try:
-            return self._call(task[4], task[1])
+            return self._calls.call(task)
         except StopIteration as exc:
             if self._stream:
                 self._end_stream(task[0])
@@ -207,7 +211,7 @@ class Dispatcher:
         error = LoaderTimeout(
             f"{self.name}: the call of the yield function for index {where} in thread {slot.thread.name} "
             f"has run {elapsed:.1f} s, past call_timeout={self._call_timeout} s. Its stack now:\n"
-            + slot.stack(skip=_CALL_FILES),
+            + self._calls.stuck(slot, skip=_CALL_FILES),
             thread=slot.thread.name,
             index=where,
             elapsed=elapsed,

@@ -6,7 +6,7 @@ traceback and a note naming the thread and the index; these are the loader's.
 
 from __future__ import annotations
 
-__all__ = ["ErrorBudgetExceeded", "LoaderClosed", "LoaderTimeout"]
+__all__ = ["ErrorBudgetExceeded", "LoaderClosed", "LoaderTimeout", "WorkerProcessDied"]
 
 
 class LoaderClosed(RuntimeError):
@@ -44,3 +44,25 @@ class ErrorBudgetExceeded(RuntimeError):
         super().__init__(message)
         self.errors = errors
         self.budget = budget
+
+
+class WorkerProcessDied(RuntimeError):
+    """A worker process (``processes=P``) ended while it was making a batch: a crash, not an exception.
+
+    A segfault in native code or the kernel's OOM killer, say. The message names
+    the process, its exit code (negative: the signal that ended it) and the index;
+    every call in progress in that process when it died fails with this error,
+    since which of them caused it cannot be told. The process is replaced, so
+    with ``on_error="skip"`` the loader goes on.
+
+    Attributes:
+        process: the name of the worker process.
+        exitcode: its exit code (``-9`` for SIGKILL), ``None`` if it could not be read.
+        index: the index of the call that was in progress.
+    """
+
+    def __init__(self, message: str, process: str, exitcode: int | None, index: int | None) -> None:
+        super().__init__(message)
+        self.process = process
+        self.exitcode = exitcode
+        self.index = index

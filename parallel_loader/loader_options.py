@@ -54,6 +54,7 @@ class LoaderOptions:
     shard_remainder: Remainder
     overlap_epochs: bool
     telemetry: bool
+    processes: int
 
     @classmethod
     def check(
@@ -83,6 +84,7 @@ class LoaderOptions:
         min_threads: int | None,
         max_threads: int | None,
         telemetry: bool,
+        processes: int = 0,
     ) -> LoaderOptions:
         """Check every argument; return them settled.
 
@@ -118,6 +120,9 @@ class LoaderOptions:
             tuner.name = name
             num_threads = tuner.initial
         num_threads = check_int("num_threads", num_threads, minimum=1)
+        processes = check_int("processes", processes, minimum=0)
+        if processes and tuner is not None:
+            raise ValueError('num_threads="auto" tunes the threads of this process: with processes, give an int')
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
         if seed is not None:
@@ -163,6 +168,7 @@ class LoaderOptions:
             shard_remainder=shard_remainder,
             overlap_epochs=overlap_epochs,
             telemetry=telemetry,
+            processes=processes,
         )
 
 

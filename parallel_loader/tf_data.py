@@ -47,6 +47,7 @@ def as_tf_dataset(
     input_context: tf.distribute.InputContext | None = None,
     prefetch_to_device: str | None = None,
     device_buffer: int = 2,
+    processes: int = 0,
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
@@ -122,7 +123,7 @@ def as_tf_dataset(
             ``infer_signature``); a stream needs it given, since a call would
             consume a batch.
         num_threads, max_len, shuffle, seed, ordered, name, batch_size, drop_last, collate,
-            num_shards, shard_index, shard_remainder: the ``DataLoader`` arguments, used
+            num_shards, shard_index, shard_remainder, processes: the ``DataLoader`` arguments, used
             when ``source`` is not a ``DataLoader`` already. A ``DataLoader`` given keeps
             its own sharding, which must be the one asked for here, if any.
         input_context: a ``tf.distribute.InputContext``: shard by its
@@ -162,7 +163,8 @@ def as_tf_dataset(
         # The dataset's one loader, made now so that bad arguments fail here rather than in
         # TensorFlow's generator thread; its threads start at the first iteration.
         loader = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
-                            drop_last=drop_last, collate=collate, **_shard_kwargs(sharding))  # fmt: skip
+                            drop_last=drop_last, collate=collate, processes=processes,
+                            **_shard_kwargs(sharding))  # fmt: skip
         owned = True
     full_length = epoch_length(loader.yield_fn)
     length = loader.batches_per_epoch if full_length is None else len(loader)

@@ -78,7 +78,7 @@ class Train:
         collate: with ``batch_size``, makes a batch from a list of samples.
         max_nthread: the original name of ``num_threads``, kept as an alias.
         eval_nthread: the original name of ``eval_num_threads``, kept as an alias.
-        on_error, max_errors, error_log, call_timeout, thread_init, overlap_epochs: passed
+        on_error, max_errors, error_log, call_timeout, thread_init, overlap_epochs, processes: passed
             to every loader (see ``DataLoader``); the loaders keep one error budget
             count each, and append to the same ``error_log``. With ``overlap_epochs``
             the training loader makes the next epoch's first batches during validation.
@@ -131,6 +131,7 @@ class Train:
         prefetch_to_device: str | None = None,
         device_buffer: int = 2,
         overlap_epochs: bool = True,
+        processes: int = 0,
     ) -> None:
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
@@ -179,6 +180,7 @@ class Train:
             call_timeout=call_timeout,
             thread_init=thread_init,
             overlap_epochs=overlap_epochs,
+            processes=processes,
         )
         self.history: list[EpochStats] = []
         # A plain flag, not a threading.Event: nobody waits on it, and Event.set() takes a lock

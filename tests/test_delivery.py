@@ -19,6 +19,7 @@ from parallel_loader.errors import ErrorBudgetExceeded, LoaderClosed
 from parallel_loader.fifo_queue import FIFOQueue
 from parallel_loader.results import NO_BATCH, Failed
 from parallel_loader.shutdown import Shutdown
+from parallel_loader.yield_calls import ThreadCalls
 
 
 class IdlePool:
@@ -50,6 +51,7 @@ class Parts:
         self.shutdown.threads = self.pool
         self.dispatcher = Dispatcher(
             "test", lambda i: i, False, lock, self.results, self.budget, self.shutdown,
+            ThreadCalls(lambda i: i, False, None, None),
             on_error=on_error, max_len=capacity, ordered=ordered, num_threads=2, call_timeout=None,
         )  # fmt: skip
         self.dispatcher.pool = self.pool

@@ -1,0 +1,136 @@
+"""Yield functions for process-mode tests: at module level, so that worker processes can unpickle them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+
+from parallel_loader import YieldFunction
+
+
+class Arrays(YieldFunction):
+    """Batch ``i``: a dict with an image full of ``i``, a tuple of labels, and the worker's pid."""
+
+    def __init__(self, length: int = 12, fail_at: tuple[int, ...] = (), size: int = 32) -> None:
+        self.length = length
+        self.fail_at = fail_at
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self, index: int):
+        if index in self.fail_at:
+            raise ValueError(f"bad index {index}")
+        image = np.full((self.size, self.size, 3), index % 256, np.uint8)
+        return {"image": image, "labels": (np.arange(300) + index, index), "pid": os.getpid()}
+
+
+class Hooked(YieldFunction):
+    """Records its epoch hooks; each batch says which epoch its process was told of."""
+
+    def __init__(self, length: int = 6) -> None:
+        self.length = length
+        self.epoch = -1
+        self.calls: list[tuple[str, int]] = []
+
+    def __len__(self) -> int:
+        return self.length
+
+    def on_epoch_begin(self, epoch: int) -> None:
+        self.epoch = epoch
+        self.calls.append(("begin", epoch))
+
+    def on_epoch_end(self, epoch: int) -> None:
+        self.calls.append(("end", epoch))
+
+    def __call__(self, index: int):
+        return self.epoch, index
+
+
+class Samples:
+    """A sample dataset: sample ``i`` is an array of ``i``, and ``i`` itself."""
+
+    def __len__(self) -> int:
+        return 10
+
+    def __getitem__(self, index: int):
+        return np.full(400, index, np.int32), index
+
+
+_local = threading.local()
+
+
+def remember_number(number: int) -> None:
+    """A thread_init: the batches of this thread carry its number."""
+    _local.number = number
+
+
+def failing_init(number: int) -> None:
+    raise OSError(f"no decoder for thread {number}")
+
+
+class ThreadNumbers(YieldFunction):
+    def __len__(self) -> int:
+        return 8
+
+    def __call__(self, index: int):
+        return index, _local.number, os.getpid()
+
+
+class Trouble(YieldFunction):
+    """Index ``at`` hangs (``"hang"``) or kills its own process (``"kill"``); the others return ``index``."""
+
+    def __init__(self, what: str, at: int = 2, length: int = 8) -> None:
+        self.what = what
+        self.at = at
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self, index: int):
+        if index == self.at:
+            if self.what == "hang":
+                wait_for_ever()
+            if self.what == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+        return index
+
+
+def wait_for_ever() -> None:
+    while True:
+        time.sleep(0.05)
+
+
+class Unpicklable(YieldFunction):
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return 3
+
+    def __call__(self, index: int):
+        return index
+
+
+class Reporting(YieldFunction):
+    """Skips a bad sample of index 1 itself and reports it through the loader's error sink."""
+
+    def __init__(self) -> None:
+        self.sink = None
+
+    def set_error_sink(self, sink) -> None:
+        self.sink = sink
+
+    def __len__(self) -> int:
+        return 4
+
+    def __call__(self, index: int):
+        if index == 1 and self.sink is not None:
+            self.sink(index, OSError("clip_1.mp4 is truncated"), {"path": "clip_1.mp4", "pid": os.getpid()})
+        return index
