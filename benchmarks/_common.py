@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 from tqdm import tqdm
 
-from parallel_loader.progress import BAR, LINE, progress_mode
+from parallel_loader.train._progress import BAR, LINE, progress_mode
 
 __all__ = [
     "DEFAULT_OUT",

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
-from parallel_loader.tf_startup import import_tensorflow
+from parallel_loader.tensorflow._startup import import_tensorflow
 
 from ._common import (
     RunProgress,

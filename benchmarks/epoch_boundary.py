@@ -78,8 +78,8 @@ def fit_waits(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     the training loop sees it, TensorFlow's new iterator per epoch included); ``seconds``.
     """
     from parallel_loader import as_tf_dataset
-    from parallel_loader.keras import LoaderStats
-    from parallel_loader.tf_startup import import_tensorflow
+    from parallel_loader.tensorflow._keras import LoaderStats
+    from parallel_loader.tensorflow._startup import import_tensorflow
 
     tf = import_tensorflow()
     import keras

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, DevicePrefetcher, YieldFunction
-from parallel_loader.tf_startup import device_line, import_tensorflow
+from parallel_loader.tensorflow._startup import device_line, import_tensorflow
 
 from ._common import (
     RunProgress,

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import DataLoader, YieldFunction
-from parallel_loader.shared_batches import BlockPool, WorkerMappings, split_arrays, write_arrays
+from parallel_loader._calls.shared_batches import BlockPool, WorkerMappings, split_arrays, write_arrays
 
 from ._common import DEFAULT_OUT, add_noise_arguments, format_table, machine_info, spread, write_json
 from ._resources import ResourceSampler, wait_for_quiet

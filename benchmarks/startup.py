@@ -103,7 +103,7 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
 
     from parallel_loader import DataLoader
     from parallel_loader.video import VideoDataset, kinetics_samples
-    from parallel_loader.video.samples import missing_files
+    from parallel_loader.video._samples.sample_list import missing_files
 
     real_open, real_capture = av.open, cv2.VideoCapture
     av.open = lambda file, *a, **k: opened.append(str(file)) or real_open(file, *a, **k)

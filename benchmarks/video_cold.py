@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         paths = [str(p) for p in make_set(Path(args.data) / name, spec, count, args.seed, args.max_seconds)]
         sets[name] = run_set(args, name, paths, spec.description)
     if args.dir:
-        from parallel_loader.video.index.__main__ import video_files
+        from parallel_loader.video._commands.index import video_files
 
         paths = video_files(args.dir)[: args.videos]
         sets["dir"] = run_set(args, "dir", paths, f"{args.dir} ({len(paths)} videos)")

@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     import boto3
     import fsspec
 
-    from parallel_loader.video import remote
+    from parallel_loader.video._bytes import objects as remote
     from tests.remote_servers import FaultProxy, s3_server
 
     results: dict = {}
@@ -160,7 +160,7 @@ def run_set(
 ) -> list[tuple]:
     """Time every reader on one set at every thread count; print each row as it is measured."""
     from parallel_loader.video import frame_count, read_clip
-    from parallel_loader.video.index import IndexCache
+    from parallel_loader.video._indexes.cache import IndexCache
 
     local_cache, remote_cache = IndexCache(None), IndexCache(folder / f"index-{set_name}")
     frames = [frame_count(path, index_cache=local_cache) for path in files]

@@ -11,17 +11,17 @@ Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
 ``parallel_loader.progress`` draws the progress of ``Train`` (with tqdm).
 """
 
-from .batching import SampleBatches, default_collate
-from .data_loader import DataLoader, LoaderClosed
-from .device_prefetch import DevicePrefetcher
-from .error_budget import ErrorRecord
-from .error_sink import ErrorSink
-from .errors import ErrorBudgetExceeded, LoaderTimeout, WorkerProcessDied
-from .fifo_queue import FIFOQueue, QueueClosed
-from .quarantine import InProcessMemory, Quarantine, QuarantineMemory
-from .tf_data import as_tf_dataset
-from .train import EpochStats, PassStats, Train
-from .yield_function import YieldFunction
+from ._core.fifo_queue import FIFOQueue, QueueClosed
+from ._data.batching import SampleBatches, default_collate
+from ._data.yield_function import YieldFunction
+from ._faults.error_budget import ErrorRecord
+from ._faults.error_sink import ErrorSink
+from ._faults.errors import ErrorBudgetExceeded, LoaderTimeout, WorkerProcessDied
+from ._faults.quarantine import InProcessMemory, Quarantine, QuarantineMemory
+from ._loader.data_loader import DataLoader, LoaderClosed
+from .tensorflow._device_prefetch import DevicePrefetcher
+from .tensorflow._tf_data import as_tf_dataset
+from .train._train import EpochStats, PassStats, Train
 
 __all__ = [
     "DataLoader",

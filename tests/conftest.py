@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from parallel_loader.video import index as video_index
+from parallel_loader.video._indexes import cache as video_index
 
 
 @pytest.fixture(autouse=True)

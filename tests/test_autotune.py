@@ -4,8 +4,9 @@ import logging
 
 import pytest
 
-from parallel_loader import DataLoader, Train, autotune
-from parallel_loader.autotune import HOLD, ThreadTuner, Window, decide
+from parallel_loader import DataLoader, Train
+from parallel_loader._loader import autotune
+from parallel_loader._loader.autotune import HOLD, ThreadTuner, Window, decide
 from tests.helpers import join_all
 from tests.test_data_loader import Indices
 
@@ -83,7 +84,7 @@ def test_the_tuner_waits_for_a_full_window_logs_each_change_and_undoes_a_growth_
     tuner.restart(tuner.sample(0, 0.0, 0, 0.0))
     assert tuner.initial == 4, "one thread per core to start with"
     assert not tuner.due(0) and tuner.due(1), "the first window ends with the first batch"
-    with caplog.at_level(logging.INFO, logger="parallel_loader.autotune"):
+    with caplog.at_level(logging.INFO, logger="parallel_loader._loader.autotune"):
         # Input-bound at 10 batches/s, CPU half a core per thread: grow as far as the idle cores feed (1 + 3.5/0.5).
         assert feed(tuner, clock, totals, 1, seconds=0.2, batches=2, wait=0.9, call=0.1, cpu=0.5) == 8
         # From then on a window needs min_batches: two batches are not a window yet.

@@ -10,16 +10,16 @@ import threading
 
 import pytest
 
-from parallel_loader._interrupt_safe import new_lock
-from parallel_loader.delivery import Delivery
-from parallel_loader.dispatch import Dispatcher
-from parallel_loader.epoch_plan import EpochPlan
-from parallel_loader.error_budget import ErrorBudget
-from parallel_loader.errors import ErrorBudgetExceeded, LoaderClosed
-from parallel_loader.fifo_queue import FIFOQueue
-from parallel_loader.results import NO_BATCH, Failed
-from parallel_loader.shutdown import Shutdown
-from parallel_loader.yield_calls import ThreadCalls
+from parallel_loader._calls.thread_calls import ThreadCalls
+from parallel_loader._core.fifo_queue import FIFOQueue
+from parallel_loader._core.interrupt_safe import new_lock
+from parallel_loader._faults.error_budget import ErrorBudget
+from parallel_loader._faults.errors import ErrorBudgetExceeded, LoaderClosed
+from parallel_loader._faults.results import NO_BATCH, Failed
+from parallel_loader._loader.delivery import Delivery
+from parallel_loader._loader.dispatch import Dispatcher
+from parallel_loader._loader.epoch_plan import EpochPlan
+from parallel_loader._loader.shutdown import Shutdown
 
 
 class IdlePool:

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from parallel_loader import Train, YieldFunction
-from parallel_loader.device_prefetch import DevicePrefetcher, find_device, prefetch_dataset
+from parallel_loader.tensorflow._device_prefetch import DevicePrefetcher, find_device, prefetch_dataset
 from tests.helpers import TRIGGER_DELAY, join_all
 
 WAIT = 5
@@ -119,7 +119,7 @@ def test_leaving_early_stops_the_copy_thread_and_closes_the_source():
 
 def test_a_missing_device_is_a_no_op_with_one_log_line(caplog):
     source = batches(3)
-    with caplog.at_level(logging.WARNING, logger="parallel_loader.device_prefetch"):
+    with caplog.at_level(logging.WARNING, logger="parallel_loader.tensorflow._device_prefetch"):
         prefetcher = DevicePrefetcher(MISSING)
     assert not prefetcher.active
     assert [r.getMessage() for r in caplog.records if MISSING in r.getMessage()] == [
@@ -142,7 +142,7 @@ def test_a_dataset_prefetched_to_the_cpu_keeps_its_elements_and_a_missing_device
     assert on_cpu is not dataset
     got = list(on_cpu)
     assert [int(x) for x in got] == [0, 1, 2, 3, 4] and all(x.device.endswith("CPU:0") for x in got)
-    with caplog.at_level(logging.WARNING, logger="parallel_loader.device_prefetch"):
+    with caplog.at_level(logging.WARNING, logger="parallel_loader.tensorflow._device_prefetch"):
         assert prefetch_dataset(dataset, MISSING) is dataset
     assert len([r for r in caplog.records if MISSING in r.getMessage()]) == 1
 

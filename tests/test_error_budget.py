@@ -5,7 +5,7 @@ import json
 import pytest
 
 from parallel_loader import DataLoader, Train, YieldFunction
-from parallel_loader.errors import ErrorBudgetExceeded
+from parallel_loader._faults.errors import ErrorBudgetExceeded
 from tests.helpers import Faulty
 
 

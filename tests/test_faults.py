@@ -19,7 +19,7 @@ import pytest
 
 from benchmarks import faults
 from parallel_loader import DataLoader
-from parallel_loader._interrupt_safe import new_lock, new_thread, notify_all, wait
+from parallel_loader._core.interrupt_safe import new_lock, new_thread, notify_all, wait
 
 from .helpers import Faulty, join_all
 

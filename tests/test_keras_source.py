@@ -13,7 +13,7 @@ import pytest
 from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetAdapter
 
 from parallel_loader import DataLoader, Train, as_tf_dataset
-from parallel_loader.keras_source import KerasSource, as_yield_function
+from parallel_loader._data.keras_source import KerasSource, as_yield_function
 
 
 class Points(keras.utils.PyDataset):
@@ -128,7 +128,7 @@ def test_a_keras_dataset_without_hooks_lets_epochs_overlap():
 
 
 def test_keras_parallelism_settings_are_ignored_with_one_log_line(caplog):
-    with caplog.at_level(logging.INFO, logger="parallel_loader.keras_source"):
+    with caplog.at_level(logging.INFO, logger="parallel_loader._data.keras_source"):
         as_yield_function(Points(8, 4))
         assert not caplog.records  # nothing asked for, nothing to say
         as_yield_function(Points(8, 4, workers=4, use_multiprocessing=True))

@@ -1,4 +1,4 @@
-"""parallel_loader.keras.LoaderStats: the loader's figures in each epoch's logs of model.fit."""
+"""parallel_loader.tensorflow._keras.LoaderStats: the loader's figures in each epoch's logs of model.fit."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from parallel_loader import DataLoader, YieldFunction, as_tf_dataset
-from parallel_loader.keras import LoaderStats
+from parallel_loader.tensorflow._keras import LoaderStats
 
 KEYS = ("input_bound_pct", "loader_batches_per_s", "loader_threads")
 

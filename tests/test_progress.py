@@ -10,8 +10,8 @@ import termios
 import pytest
 
 from parallel_loader import Train, YieldFunction
-from parallel_loader.progress import BAR, LINE, PassProgress, progress_mode
-from parallel_loader.train import PassStats
+from parallel_loader.train._progress import BAR, LINE, PassProgress, progress_mode
+from parallel_loader.train._train import PassStats
 
 
 class Indices(YieldFunction):

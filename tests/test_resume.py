@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader, Train, YieldFunction
-from parallel_loader.errors import ErrorBudgetExceeded
+from parallel_loader._faults.errors import ErrorBudgetExceeded
 from parallel_loader.video import VideoFolder
 from tests.helpers import Faulty
 from tests.video_files import write_video

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader, YieldFunction
-from parallel_loader.sharding import check_shard, shard_length, shard_positions
+from parallel_loader._loader.sharding import check_shard, shard_length, shard_positions
 
 
 class Indices(YieldFunction):

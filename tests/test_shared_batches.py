@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from parallel_loader.shared_batches import (
+from parallel_loader._calls.shared_batches import (
     INLINE_BYTES,
     ArrayRef,
     BlockPool,

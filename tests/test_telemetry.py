@@ -6,7 +6,7 @@ import time
 import pytest
 
 from parallel_loader import DataLoader, Train, YieldFunction
-from parallel_loader.telemetry import WINDOW, CallStats, CallTimes, LoaderStats
+from parallel_loader._core.telemetry import WINDOW, CallStats, CallTimes, LoaderStats
 from tests.test_data_loader import Indices
 
 WAIT = 5.0

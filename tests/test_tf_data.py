@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from parallel_loader import DataLoader, YieldFunction, as_tf_dataset
-from parallel_loader.tf_data import loader_of
+from parallel_loader.tensorflow._tf_data import loader_of
 
 
 class Batches(YieldFunction):
@@ -292,7 +292,7 @@ def test_keras_fit_trains_for_several_epochs_from_loader_threads():
 def test_keras_fit_with_auto_threads_and_validation_data_keeps_one_loader_for_all_epochs():
     import keras
 
-    from parallel_loader.keras import LoaderStats
+    from parallel_loader.tensorflow._keras import LoaderStats
 
     class Loaders(keras.callbacks.Callback):
         """The loaders each epoch of fit read, and their epochs, seen at the end of each epoch."""
@@ -462,7 +462,7 @@ def test_prefetch_to_device_delivers_the_batches_on_the_device(caplog):
             got = list(dataset)
             assert [int(y[0]) for _, y in got] == list(range(6))
             assert all(x.device.endswith("CPU:0") and y.device.endswith("CPU:0") for x, y in got)
-    with caplog.at_level("WARNING", logger="parallel_loader.device_prefetch"):
+    with caplog.at_level("WARNING", logger="parallel_loader.tensorflow._device_prefetch"):
         unmoved = as_tf_dataset(Batches(n=6), prefetch_to_device="/GPU:7")
     assert unmoved.cardinality().numpy() == 6  # left as it was: the copy would make it unknown
     assert len([r for r in caplog.records if "/GPU:7" in r.getMessage()]) == 1

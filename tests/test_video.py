@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader
-from parallel_loader.epoch_plan import _SHUFFLE_KEY
-from parallel_loader.errors import ErrorBudgetExceeded
+from parallel_loader._faults.errors import ErrorBudgetExceeded
+from parallel_loader._loader.epoch_plan import _SHUFFLE_KEY
 from parallel_loader.video import (
     IndexCache,
     VideoDataset,
@@ -24,7 +24,7 @@ from parallel_loader.video import (
     read_clip,
     set_default_index_cache,
 )
-from parallel_loader.video.dataset import _CLIP_KEY, _ORDER_KEY
+from parallel_loader.video._datasets.dataset import _CLIP_KEY, _ORDER_KEY
 
 from .video_files import (
     crop_window,

@@ -23,10 +23,10 @@ from parallel_loader.video import (
     probe,
     read_clip,
 )
-from parallel_loader.video import scan as scan_module
-from parallel_loader.video.frames import SeekMismatch, frames_from, open_video
-from parallel_loader.video.pixels import orientation
-from parallel_loader.video.source import local_key
+from parallel_loader.video._bytes.source import local_key
+from parallel_loader.video._indexes import scan as scan_module
+from parallel_loader.video._media.frames import SeekMismatch, frames_from, open_video
+from parallel_loader.video._media.pixels import orientation
 
 from .video_files import cut_with_edit_list, frame_indices, with_display_matrix, write_encoded_video
 

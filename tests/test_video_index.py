@@ -20,15 +20,15 @@ from parallel_loader.video import (
     VideoIndex,
     default_index_cache,
     frame_count,
-    packet_index,
     probe,
     read_clip,
     set_default_index_cache,
 )
-from parallel_loader.video import decode as decode_module
-from parallel_loader.video import index as index_module
-from parallel_loader.video import scan as scan_module
-from parallel_loader.video.source import local_key
+from parallel_loader.video._bytes.source import local_key
+from parallel_loader.video._indexes import cache as index_module
+from parallel_loader.video._indexes import packets as packet_index
+from parallel_loader.video._indexes import scan as scan_module
+from parallel_loader.video._read import local as decode_module
 
 from .video_files import FRAME_STEP, overstate_frame_count, pack_b_frames, truncate, write_encoded_video
 
@@ -477,7 +477,7 @@ def test_a_keyframe_flag_the_decoder_does_not_agree_with_is_caught_on_read(video
 
 @pytest.mark.parametrize("name", ["xvid", "h264_long_gop", "h264_open_gop"])
 def test_a_first_read_opens_the_file_once_and_reads_its_clip_where_its_packets_were_read(videos, monkeypatch, name):
-    from parallel_loader.video import frames as frames_module
+    from parallel_loader.video._media import frames as frames_module
 
     path = videos[name]
     truth = ground_truth(path)

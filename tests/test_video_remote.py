@@ -22,13 +22,13 @@ from parallel_loader.video import (
     VideoFolder,
     frame_count,
     probe,
-    ranged,
     read_clip,
-    remote,
 )
-from parallel_loader.video.check import find_videos
-from parallel_loader.video.index import IndexCache
-from parallel_loader.video.index.__main__ import main as index_command
+from parallel_loader.video._bytes import objects as remote
+from parallel_loader.video._commands.check import find_videos
+from parallel_loader.video._commands.index import main as index_command
+from parallel_loader.video._indexes.cache import IndexCache
+from parallel_loader.video._read import remote as ranged
 
 from .remote_servers import FaultProxy, RangeServer, s3_server
 from .video_files import write_encoded_video, write_video

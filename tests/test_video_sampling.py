@@ -9,7 +9,7 @@ import pytest
 
 from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, VideoDecodeError, VideoFolder, read_clip
-from parallel_loader.video.sampling import crops, frames_needed, temporal_views
+from parallel_loader.video._samples.sampling import crops, frames_needed, temporal_views
 
 from .video_files import crop_window, frame_indices, video_id, write_video
 

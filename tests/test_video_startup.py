@@ -15,19 +15,19 @@ import numpy as np
 import pytest
 
 from parallel_loader import DataLoader
-from parallel_loader.quarantine import Quarantine
+from parallel_loader._faults.quarantine import Quarantine
 from parallel_loader.video import (
     IndexCache,
     SampleList,
     VideoDataset,
     VideoFolder,
     VideoSample,
-    file_pass,
     kinetics_samples,
     sample_list,
     ucf101_samples,
 )
-from parallel_loader.video.file_pass import FileProgress, each_file
+from parallel_loader.video._base import file_pass
+from parallel_loader.video._base.file_pass import FileProgress, each_file
 
 from .video_files import video_id, write_video
 
@@ -199,7 +199,7 @@ def test_ucf_and_folder_readers_open_no_video(tmp_path, opened):
 
 def test_exact_counts_index_every_file_on_threads_with_progress_in_the_log(kinetics, caplog, monkeypatch):
     monkeypatch.setattr(file_pass, "_is_terminal", lambda stream: False)  # as in a job's log, even under pytest -s
-    with caplog.at_level(logging.INFO, logger="parallel_loader.video.file_pass"):
+    with caplog.at_level(logging.INFO, logger="parallel_loader.video._base.file_pass"):
         data = kinetics_data(kinetics, exact_counts=True, index_cache=IndexCache(None))
     assert len(data.index_cache) == 8
     assert "counting frames (exact_counts=True): 8 of 8 files (100%)" in caplog.text
@@ -207,7 +207,7 @@ def test_exact_counts_index_every_file_on_threads_with_progress_in_the_log(kinet
 
 def test_file_progress_logs_a_line_every_few_percent_without_a_terminal(caplog):
     with (
-        caplog.at_level(logging.INFO, logger="parallel_loader.video.file_pass"),
+        caplog.at_level(logging.INFO, logger="parallel_loader.video._base.file_pass"),
         FileProgress(200, "checking", bar=False) as p,
     ):
         for _ in range(200):

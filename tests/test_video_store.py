@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from parallel_loader.video import IndexCache, VideoIndex, read_clip
-from parallel_loader.video import index as index_module
-from parallel_loader.video.facts import PACKETS, decode, encode
-from parallel_loader.video.source import SourceKey, local_key
-from parallel_loader.video.store import IndexStore, Record
+from parallel_loader.video._base.facts import PACKETS, decode, encode
+from parallel_loader.video._bytes.source import SourceKey, local_key
+from parallel_loader.video._indexes import cache as index_module
+from parallel_loader.video._indexes.store import IndexStore, Record
 
 from .video_files import write_encoded_video, write_video
 
@@ -46,7 +46,8 @@ def test_indexes_are_kept_on_disk_by_default_and_a_second_process_finds_them(tmp
     assert len(counted) == 3
     code = f"""
         import sys
-        from parallel_loader.video import IndexCache, index
+        from parallel_loader.video import IndexCache
+        from parallel_loader.video._indexes import cache as index
         def refuse(path, *args):
             sys.exit(f"{{path}} was indexed again")
         index._make = refuse
@@ -232,7 +233,7 @@ def test_read_clip_keeps_what_it_learns_in_the_default_store(tmp_path, video_ind
 
 
 def test_many_segments_are_merged_when_read(tmp_path, monkeypatch):
-    from parallel_loader.video import store as store_module
+    from parallel_loader.video._indexes import store as store_module
 
     monkeypatch.setattr(store_module, "COMPACT_AT", 3)
     path = write_video(tmp_path / "v.avi", 10)
@@ -246,7 +247,7 @@ def test_many_segments_are_merged_when_read(tmp_path, monkeypatch):
 
 
 def test_the_command_line_indexes_a_tree_reports_what_does_not_seek_and_resumes(tmp_path, capsys, counted):
-    from parallel_loader.video.index.__main__ import main
+    from parallel_loader.video._commands.index import main
 
     root = tmp_path / "videos"
     good = [write_video(root / "a" / f"v{k}.avi", 10 + k) for k in range(3)]

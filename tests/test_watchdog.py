@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from parallel_loader import DataLoader, LoaderClosed
-from parallel_loader.errors import ErrorBudgetExceeded, LoaderTimeout
+from parallel_loader._faults.errors import ErrorBudgetExceeded, LoaderTimeout
 from tests.helpers import Faulty, join_all, run_in_thread
 
 TIMEOUT = 0.2  # call_timeout in these tests: the hung calls wait on events, never on this

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from parallel_loader import DataLoader, LoaderTimeout, Train, WorkerProcessDied, as_tf_dataset
-from parallel_loader.tf_data import loader_of
+from parallel_loader.tensorflow._tf_data import loader_of
 
 from . import process_data as data
 

@@ -89,7 +89,7 @@ class Trigger:
         The timer is freed here then, not by the garbage collector in a later run
         (this trigger, its timer and the timer's bound method are a reference cycle):
         freeing a ``Thread`` runs ``threading``'s weakref callback, Python code in
-        which a SIGINT that lands is lost (see ``parallel_loader._interrupt_safe``).
+        which a SIGINT that lands is lost (see ``parallel_loader._core.interrupt_safe``).
         Here, disarmed, one is counted by the ignoring handler.
         """
         timer, self.timer = self.timer, None

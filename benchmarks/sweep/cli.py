@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from parallel_loader import DevicePrefetcher
-from parallel_loader.progress import progress_mode
+from parallel_loader.train._progress import progress_mode
 
 from .._common import add_noise_arguments, add_out_argument, add_output_arguments, make_parser, write_csv, write_report
 from .._resources import wait_for_quiet

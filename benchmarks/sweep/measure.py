@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from parallel_loader import DataLoader, DevicePrefetcher
-from parallel_loader.progress import PassProgress
-from parallel_loader.train import PassStats
+from parallel_loader.train._progress import PassProgress
+from parallel_loader.train._train import PassStats
 
 from .._resources import ResourceSampler
 from .workloads import AUTO, SERIAL, Workload, ideal, thread_label

@@ -110,7 +110,7 @@ def build(args: argparse.Namespace) -> Workload:
         notes.append(f"T_load: mean of {args.calibrate} batches made serially; T_step = {step_s} s (sleep)")
         return Workload("decode", Repeat(folder, args.batches), step, t_load, step_s, notes, cpu_bound=True)
     if args.workload == "train":
-        from parallel_loader.tf_startup import device_line, import_tensorflow
+        from parallel_loader.tensorflow._startup import device_line, import_tensorflow
 
         import_tensorflow(args.verbose)
         notes.append(device_line())

@@ -43,7 +43,13 @@ VideoFolder, read_clip`` works whichever module defines it. Nothing here starts
 or knows of threads but ``file_pass`` (and ``check``, through a loader).
 """
 
-from .annotations import (
+from ._base.errors import VideoDecodeError
+from ._base.facts import VideoIndex
+from ._datasets.dataset import VideoDataset
+from ._datasets.folder import VideoFolder
+from ._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
+from ._read.local import VideoInfo, frame_count, probe, read_clip
+from ._samples.annotations import (
     KINETICS_PATTERN,
     VIDEO_EXTENSIONS,
     AnnotationError,
@@ -57,13 +63,7 @@ from .annotations import (
     sample_list,
     ucf101_samples,
 )
-from .dataset import VideoDataset
-from .decode import VideoInfo, frame_count, probe, read_clip
-from .errors import VideoDecodeError
-from .facts import VideoIndex
-from .folder import VideoFolder
-from .index import IndexCache, default_index_cache, set_default_index_cache
-from .sampling import SAMPLINGS
+from ._samples.sampling import SAMPLINGS
 
 __all__ = [
     "KINETICS_PATTERN",

@@ -1,0 +1,158 @@
+"""A ``tf.data.Dataset`` with one ``DataLoader`` behind it for its whole lifetime.
+
+Each iteration of the dataset (each ``model.fit`` epoch, each pass of a
+``.repeat()``) is one epoch of the same loader, so epochs overlap as they do
+for ``Train``, ``num_threads="auto"`` keeps what it learnt, and the loader's
+statistics cover the whole run.
+
+The lifetime rule, with no call the user can forget: the loader's threads
+start at the first iteration and end
+
+* at ``close()`` on the dataset, or when its ``with`` block ends;
+* when the dataset is no longer referenced (a ``weakref.finalize``: a dataset
+  derived from it with ``.repeat()`` or ``.map()``, and a ``tf.distribute``
+  dataset made from it, keep it alive);
+* at interpreter exit (the same finaliser), if still running then.
+
+A ``DataLoader`` given by the caller is the caller's: the dataset iterates it
+but never closes it.
+
+One iteration at a time: an iteration that starts while another is in progress
+(two iterators at once) raises ``RuntimeError`` saying so, rather than sharing
+the epoch between them. An iterator dropped part way ends its epoch when
+TensorFlow releases it; the next iteration is a clean new epoch.
+
+This module imports TensorFlow; ``tf_data`` imports it only inside ``as_tf_dataset``.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import tensorflow as tf
+
+from .._loader.data_loader import DataLoader
+
+__all__ = ["FINALIZE_TIMEOUT", "LoaderDataset", "LoaderFeed"]
+
+# When a dataset is collected, or at interpreter exit: the most seconds to wait for
+# loader threads still inside a call of the yield function. Those still running then
+# take no more work and end when their call returns (they are daemon threads).
+FINALIZE_TIMEOUT = 5.0
+
+
+class LoaderFeed:
+    """The loader behind a dataset, iterated one epoch per dataset iteration, one iteration at a time.
+
+    Args:
+        loader: the loader the dataset's iterations read.
+        owned: whether the dataset made the loader (and so closes it).
+    """
+
+    def __init__(self, loader: DataLoader, owned: bool) -> None:
+        self.loader = loader
+        self.owned = owned
+        self._lock = threading.Lock()  # guards _iterating
+        self._iterating = False
+
+    def epoch(self) -> Iterator[Any]:
+        """Yield one epoch of the loader (the generator ``from_generator`` calls per iteration).
+
+        The last batch is held back until the loader's epoch is complete (and the
+        yield function's ``on_epoch_end`` called), so that a consumer that stops
+        after exactly the epoch's batches (``dataset.take(n)``, a ``fit`` that
+        counts its steps) still moves the epoch on; from then on, another
+        iteration may start.
+
+        Raises:
+            RuntimeError: another iteration of the dataset is in progress.
+            LoaderClosed: the dataset, or its loader, was closed.
+        """
+        if not self._claim():
+            # An iterator dropped in a reference cycle holds its epoch until the garbage
+            # collector releases it: release such iterators before refusing.
+            gc.collect()
+            if not self._claim():
+                raise RuntimeError(
+                    f"the dataset over {self.loader.name!r} is being iterated already: a dataset made by "
+                    "as_tf_dataset gives one iteration at a time (each is an epoch of its one loader). "
+                    "Finish or drop the other iterator first, or make a second dataset for a second consumer"
+                )
+        try:
+            batches = iter(self.loader)
+            try:
+                held = next(batches)
+            except StopIteration:
+                return
+            for batch in batches:
+                yield held
+                held = batch
+        finally:
+            with self._lock:
+                self._iterating = False
+        yield held
+
+    def _claim(self) -> bool:
+        with self._lock:
+            if self._iterating:
+                return False
+            self._iterating = True
+            return True
+
+
+class LoaderDataset(tf.data.Dataset):
+    """A dataset that passes ``dataset``'s elements on and keeps the loader that feeds them (closing one it made).
+
+    ``as_tf_dataset`` returns one; it is a ``tf.data.Dataset`` in every other way
+    (``model.fit``, ``.repeat()``, ``tf.distribute``). See the module docstring
+    for when its threads end.
+
+    Args:
+        dataset: the dataset made from ``feed.epoch``, with any steps after it.
+        feed: the loader behind it.
+    """
+
+    def __init__(self, dataset: tf.data.Dataset, feed: LoaderFeed) -> None:
+        self._dataset = dataset
+        self._feed = feed
+        self._finalizer = weakref.finalize(self, _close_owned, feed, FINALIZE_TIMEOUT)
+        super().__init__(dataset._variant_tensor)  # the same elements, no new step
+
+    def _inputs(self) -> list[tf.data.Dataset]:
+        return [self._dataset]
+
+    @property
+    def element_spec(self) -> Any:
+        return self._dataset.element_spec
+
+    @property
+    def loader(self) -> DataLoader:
+        """The loader the dataset iterates."""
+        return self._feed.loader
+
+    def close(self, timeout: float | None = None) -> None:
+        """End the loader's threads now (a ``DataLoader`` given by the caller is left open). Idempotent.
+
+        An iteration after it raises ``LoaderClosed``.
+
+        Args:
+            timeout: the most seconds to wait for threads still in a call (see ``DataLoader.close``).
+        """
+        if self._finalizer.detach() is not None:
+            _close_owned(self._feed, timeout)
+
+    def __enter__(self) -> LoaderDataset:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _close_owned(feed: LoaderFeed, timeout: float | None) -> None:
+    """Close the loader if the dataset made it. Must not refer to the dataset (it is the finaliser)."""
+    if feed.owned:
+        feed.loader.close(timeout)

@@ -1,0 +1,464 @@
+"""The orchestrator: loader threads feed batches, the calling thread trains on them.
+
+``Train`` composes the pieces of the original design: a ``DataLoader`` (threads
+plus a bounded queue) for each of the training, validation and test data, and
+the user's task callables, which run in the thread that called ``run``. That is
+the main thread in a training script, where TensorFlow steps belong. ``Train``
+knows nothing of TensorFlow either: a task is any callable taking a batch. Only
+``prefetch_to_device`` brings TensorFlow in, through ``DevicePrefetcher``.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from .._core.checks import check_bool, check_int, check_threads
+from .._core.telemetry import LoaderStats
+from .._data.keras_source import as_yield_function
+from .._data.yield_function import epoch_length
+from .._loader.data_loader import STOP_TIMEOUT, DataLoader
+from .._loader.sharding import Remainder
+from ..tensorflow._device_prefetch import DevicePrefetcher
+from ._pass_stats import EpochStats, PassStats
+from ._progress import PassProgress, progress_mode
+
+__all__ = ["EpochStats", "PassStats", "Train"]
+
+log = logging.getLogger(__name__)
+
+
+class Train:
+    """Train on batches made by loader threads, in the calling thread.
+
+    Each epoch shows its progress on stderr (see ``run``) and ends with a record in
+    ``history``. Stop early, as Keras's ``EarlyStopping`` does, by returning True
+    from ``on_epoch_end`` or by calling ``stop()``.
+
+    Args:
+        main_task: called with each training batch, in the thread that calls ``run``.
+            ``lambda batch: model.train_on_batch(*batch, return_dict=True)`` trains a
+            compiled Keras model; the means of the numbers it returns are shown and
+            kept in ``PassStats.metrics``.
+        train_yield: the training data: a ``YieldFunction``, a zero-argument callable,
+            or with ``batch_size`` a sample dataset.
+        val_yield: validation data, run through ``val_task`` after every epoch.
+        test_yield: test data, run through ``test_task`` by ``test()``.
+        num_threads: loader threads for the training data (default 4), or ``"auto"``
+            to let each loader tune its count while it runs (see ``DataLoader``).
+        max_len: capacity of each batch queue.
+        val_task: called with each validation batch; required with ``val_yield``.
+        test_task: called with each test batch; required with ``test_yield``.
+        eval_num_threads: loader threads for validation and test data (default ``num_threads``), or ``"auto"``.
+        shuffle: shuffle the training data every epoch (the samples with
+            ``batch_size``, else the order of the batches). On by default, as in
+            Keras's ``fit``: ``Train`` is a training loop, while a ``DataLoader``
+            also serves evaluation data, which need not be shuffled.
+        seed: makes the shuffling reproducible.
+        ordered: deliver training batches in index order (see ``DataLoader``).
+        keep_outputs: keep what the tasks return in ``PassStats.outputs``.
+        on_epoch_end: called with each ``EpochStats`` once its epoch is done;
+            returning True stops the run after that epoch.
+        batches_per_epoch: the number of batches that make an epoch of a stream
+            (a ``train_yield`` without ``__len__``); a ``train_yield`` with
+            ``__len__`` gives its own. ``shuffle`` and ``ordered`` apply only to the latter.
+            Without it, a stream's epoch lasts until it raises ``StopIteration``.
+        batch_size: the data sets are sample datasets, batched by the loaders with
+            this many samples per batch (see ``DataLoader``).
+        drop_last: with ``batch_size``, leave out each training epoch's last, short
+            batch; validation and test data keep every sample.
+        collate: with ``batch_size``, makes a batch from a list of samples.
+        max_nthread: the original name of ``num_threads``, kept as an alias.
+        eval_nthread: the original name of ``eval_num_threads``, kept as an alias.
+        on_error, max_errors, error_log, call_timeout, thread_init, overlap_epochs, processes: passed
+            to every loader (see ``DataLoader``); the loaders keep one error budget
+            count each, and append to the same ``error_log``. With ``overlap_epochs``
+            the training loader makes the next epoch's first batches during validation.
+        num_shards, shard_index, shard_remainder: read only shard ``shard_index`` of
+            ``num_shards`` of each training epoch, for multi-worker training (see
+            ``DataLoader``); validation and test data are not sharded.
+        prefetch_to_device: a device such as ``"/GPU:0"``: a ``DevicePrefetcher``
+            thread copies the next batches there while the task runs, and every
+            task gets its batch as tensors already on that device. Imports
+            TensorFlow. A device this process does not have is logged once and
+            ignored (the tasks then get the batches as the loaders made them).
+        device_buffer: with ``prefetch_to_device``, the most batches copied ahead
+            of the one the task is running on.
+
+    Raises:
+        TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
+    """
+
+    def __init__(
+        self,
+        main_task: Callable[[Any], Any],
+        train_yield: Any,
+        val_yield: Any = None,
+        test_yield: Any = None,
+        num_threads: int | str | None = None,
+        max_len: int = 8,
+        *,
+        val_task: Callable[[Any], Any] | None = None,
+        test_task: Callable[[Any], Any] | None = None,
+        eval_num_threads: int | str | None = None,
+        shuffle: bool = True,
+        seed: int | None = None,
+        ordered: bool = False,
+        keep_outputs: bool = False,
+        on_epoch_end: Callable[[EpochStats], Any] | None = None,
+        batches_per_epoch: int | None = None,
+        batch_size: int | None = None,
+        drop_last: bool = False,
+        collate: Callable[[list[Any]], Any] | None = None,
+        max_nthread: int | str | None = None,
+        eval_nthread: int | str | None = None,
+        on_error: str = "raise",
+        max_errors: int | float | None = None,
+        error_log: str | os.PathLike[str] | None = None,
+        call_timeout: float | None = None,
+        thread_init: Callable[[int], Any] | None = None,
+        num_shards: int = 1,
+        shard_index: int = 0,
+        shard_remainder: Remainder = "pad",
+        prefetch_to_device: str | None = None,
+        device_buffer: int = 2,
+        overlap_epochs: bool = True,
+        processes: int = 0,
+    ) -> None:
+        if main_task is None:
+            raise TypeError("main_task must be callable, got None")
+        tasks = (("main_task", main_task), ("val_task", val_task), ("test_task", test_task))
+        for name, task in (*tasks, ("on_epoch_end", on_epoch_end)):
+            if task is not None and not callable(task):
+                raise TypeError(f"{name} must be callable, got {type(task).__name__}")
+        for data, task, data_set in (("val", val_task, val_yield), ("test", test_task, test_yield)):
+            if data_set is not None and task is None:
+                raise TypeError(f"{data}_yield was given without {data}_task: pass the callable to run on its batches")
+            if task is not None and data_set is None:
+                raise TypeError(f"{data}_task was given without {data}_yield: pass the data to run it on")
+        self.num_threads = check_threads(*_alias("num_threads", num_threads, "max_nthread", max_nthread, 4))
+        self.eval_num_threads = check_threads(
+            *_alias("eval_num_threads", eval_num_threads, "eval_nthread", eval_nthread, self.num_threads)
+        )
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.keep_outputs = check_bool("keep_outputs", keep_outputs)
+        check_int("device_buffer", device_buffer, minimum=1)
+        self.main_task = main_task
+        self.val_task = val_task
+        self.test_task = test_task
+        self.on_epoch_end = on_epoch_end
+        shuffle, ordered = check_bool("shuffle", shuffle), check_bool("ordered", ordered)
+        train_yield, val_yield, test_yield = map(as_yield_function, (train_yield, val_yield, test_yield))
+        # A sample dataset (batch_size) is indexed; the loader checks it.
+        indexed = batch_size is not None or epoch_length(train_yield) is not None
+        batching = dict(batch_size=batch_size, collate=collate)
+        train_kwargs = dict(shuffle=shuffle and indexed, seed=seed, ordered=ordered and indexed, drop_last=drop_last)
+        train_kwargs.update(num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder)
+        if indexed and batches_per_epoch is not None:
+            raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
+        if not indexed:
+            train_kwargs["batches_per_epoch"] = batches_per_epoch
+        self._specs: dict[str, tuple[Any, int | str, dict[str, Any]]] = {
+            "train": (train_yield, self.num_threads, {**train_kwargs, **batching})
+        }
+        if val_yield is not None:
+            self._specs["val"] = (val_yield, self.eval_num_threads, batching)
+        if test_yield is not None:
+            self._specs["test"] = (test_yield, self.eval_num_threads, batching)
+        self._loader_options = dict(
+            on_error=on_error,
+            max_errors=max_errors,
+            error_log=error_log,
+            call_timeout=call_timeout,
+            thread_init=thread_init,
+            overlap_epochs=overlap_epochs,
+            processes=processes,
+        )
+        self.history: list[EpochStats] = []
+        # A plain flag, not a threading.Event: nobody waits on it, and Event.set() takes a lock
+        # through Condition.__enter__, which a Ctrl-C can leave held (see _interrupt_safe).
+        self._stop_requested = False
+        self._states: dict[str, dict[str, Any]] = {}  # from load_state_dict, for the next loaders made
+        self._last: dict[str, DataLoader] = {}  # the loaders of the current or last run, for state_dict
+        # Built now so that bad arguments fail here, before any thread starts;
+        # their threads start when first iterated. Each run() closes the loaders it
+        # used, and the next one builds new ones.
+        self._loaders: dict[str, DataLoader] | None = self._make_loaders()
+        self._prefetcher = None
+        if prefetch_to_device is not None:
+            self._prefetcher = DevicePrefetcher(prefetch_to_device, device_buffer, name="train-to-device")
+
+    def run(self, epochs: int = 1, progress: bool | None = None) -> list[EpochStats]:
+        """Train for ``epochs`` epochs, validating after each one when there is validation data.
+
+        Loader threads run only during the call: they stop when it returns, raises,
+        or is interrupted with Ctrl-C. A later call goes on from the next epoch.
+
+        Args:
+            epochs: the most epochs to run; fewer if stopped early.
+            progress: ``None`` (the default) shows a progress bar per epoch on stderr
+                when it is a terminal, and one line per epoch otherwise (a log
+                file, CI); ``True`` always a bar; ``False`` nothing. The bar shows
+                batches done / total, time left, batches/s, the share of time this
+                thread waited for data (input-bound), the loader threads and the
+                means of the task's metrics; the validation figures follow at the
+                end of the epoch.
+
+        Returns:
+            ``self.history``: one ``EpochStats`` per epoch, of this call and earlier ones.
+        """
+        epochs = check_int("epochs", epochs, minimum=1)
+        mode = progress_mode(progress)
+        self._stop_requested = False
+        last = len(self.history) + epochs
+        with self._open_loaders() as loaders:
+            for _ in range(epochs):
+                epoch = loaders["train"].epoch + 1
+                display = PassProgress(f"epoch {epoch + 1}/{last}", mode, loaders["train"])
+                with closing(display):
+                    stats = EpochStats(epoch, self._pass(loaders["train"], self.main_task, display, stoppable=True))
+                    if "val" in loaders:
+                        display.pause("validating")
+                        stats.val = self._pass(loaders["val"], self.val_task)
+                    display.finish(stats.train, stats.val)
+                self.history.append(stats)
+                log.log(
+                    logging.INFO if mode is None else logging.DEBUG,  # shown already when progress is on
+                    "epoch %d: %d batches in %.2f s (%.1f batches/s), waited for data %.0f%% of the time",
+                    stats.epoch,
+                    stats.batches,
+                    stats.seconds,
+                    stats.train.batches_per_second,
+                    100 * stats.wait_fraction,
+                )
+                if self.on_epoch_end is not None and _is_true(self.on_epoch_end(stats)):
+                    self._stop_requested = True
+                if self._stop_requested:
+                    log.info("training stopped after epoch %d", stats.epoch)
+                    break
+        return self.history
+
+    def stop(self) -> None:
+        """Ask the ``run`` in progress to stop, as Keras's ``model.stop_training = True`` does.
+
+        Call it from ``main_task``, ``on_epoch_end``, or any other thread. The
+        training pass ends after the batch in progress; the epoch then ends as
+        usual (validation, its record in ``history``, ``on_epoch_end``) and ``run``
+        returns with the loader threads closed. The next ``run`` starts afresh.
+        """
+        self._stop_requested = True
+
+    def test(self, progress: bool | None = None) -> PassStats:
+        """Run ``test_task`` over the test data once, in the calling thread.
+
+        Args:
+            progress: as for ``run``: a bar, a line at the end, or nothing.
+        """
+        mode = progress_mode(progress)
+        if "test" not in self._specs:
+            raise ValueError("Train was built without test_yield; nothing to test on")
+        with self._open_loaders() as loaders, closing(PassProgress("test", mode, loaders["test"])) as display:
+            stats = self._pass(loaders["test"], self.test_task, display)
+            display.finish(stats)
+            return stats
+
+    @contextmanager
+    def _open_loaders(self) -> Iterator[dict[str, DataLoader]]:
+        loaders = self._loaders or self._make_loaders()
+        self._loaders = None
+        self._last = loaders
+        try:
+            yield loaders
+        except BaseException:
+            # An error or Ctrl-C: wait only a moment, so that a slow yield function
+            # cannot hold the error back.
+            _close_all(list(loaders.values()), STOP_TIMEOUT, self._prefetcher)
+            raise
+        _close_all(list(loaders.values()), None, self._prefetcher)
+
+    def _make_loaders(self) -> dict[str, DataLoader]:
+        loaders = {}
+        try:
+            for name, (yield_fn, nthread, kwargs) in self._specs.items():
+                loaders[name] = loader = DataLoader(
+                    yield_fn,
+                    nthread,
+                    self.max_len,
+                    name=f"{name}-loader",
+                    first_epoch=len(self.history),
+                    **kwargs,
+                    **self._loader_options,
+                )
+                if name in self._states:
+                    loader.load_state_dict(self._states.pop(name))
+        except BaseException:
+            _close_all(list(loaders.values()), 0)
+            raise
+        return loaders
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training's position: its history and the training loader's state (JSON-serialisable).
+
+        Taken between epochs, or mid-epoch (from a task, a callback, or an
+        ``except KeyboardInterrupt`` around ``run``), it lets ``load_state_dict`` on
+        a new ``Train`` go on from the next batch not yet trained on: the rest of
+        the epoch, then the later epochs, as if never interrupted. Save it with the
+        model's weights and the optimizer's state, taken at the same moment.
+        """
+        loader = self._last.get("train") or (self._loaders or {}).get("train")
+        train_state = self._states.get("train") or (loader.state_dict() if loader is not None else None)
+        return {
+            "history": [_stats_dict(stats) for stats in self.history],
+            "train": train_state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from ``state`` (from ``state_dict``). Call before ``run``.
+
+        Raises:
+            ValueError: the state is malformed or does not fit this training data.
+        """
+        if not isinstance(state, dict) or "history" not in state or "train" not in state:
+            raise ValueError(f"not a Train state (a dict with 'history' and 'train'): {state!r:.200}")
+        history = [_stats_from_dict(item) for item in state["history"]]
+        if self._loaders is not None:
+            _close_all(list(self._loaders.values()), 0)
+        self.history = history
+        self._states = {"train": state["train"]} if state["train"] is not None else {}
+        self._loaders = self._make_loaders()  # checks the state against the data now
+
+    def _pass(
+        self,
+        loader: DataLoader,
+        task: Callable[[Any], Any],
+        display: PassProgress | None = None,
+        stoppable: bool = False,
+    ) -> PassStats:
+        stats = PassStats()
+        means = _Means()
+        before = loader.stats()
+        start = ready = time.perf_counter()
+        source = loader if self._prefetcher is None else self._prefetcher.iterate(loader)
+        with closing(iter(source)) as batches:  # closed at once on a stop, an error, or Ctrl-C
+            for batch in batches:
+                stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
+                output = task(batch)
+                stats.batches += 1
+                if self.keep_outputs:
+                    stats.outputs.append(output)
+                means.add(output)
+                if display is not None:
+                    display.update(stats.wait_seconds, means.values)
+                if stoppable and self._stop_requested:
+                    break
+                ready = time.perf_counter()
+            else:
+                stats.wait_seconds += time.perf_counter() - ready  # waiting for the end of the epoch
+        stats.seconds = time.perf_counter() - start
+        stats.metrics = means.values
+        stats.loader = loader.stats().since(before)
+        return stats
+
+
+class _Means:
+    """Running means of the numbers in the dicts a task returns; anything else is ignored."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+        self.values: dict[str, float] = {}
+
+    def add(self, output: Any) -> None:
+        if not isinstance(output, Mapping):
+            return
+        for name, value in output.items():
+            number = _number(value)
+            if number is None:
+                continue
+            self._sums[name] = self._sums.get(name, 0.0) + number
+            self._counts[name] = self._counts.get(name, 0) + 1
+            self.values[name] = self._sums[name] / self._counts[name]
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a plain number, never reading a tensor (which would wait for the device)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
+        return float(value.reshape(()))
+    return None
+
+
+def _is_true(value: Any) -> bool:
+    """Whether a callback asked to stop: True (numpy's too), not merely something truthy it returned."""
+    return isinstance(value, bool | np.bool_) and bool(value)
+
+
+def _alias(name: str, value: Any, alias: str, alias_value: Any, default: Any) -> tuple[str, Any]:
+    """The argument given, by its name or its alias, as ``(name used, value)``; ``default`` if neither."""
+    if alias_value is None:
+        return name, default if value is None else value
+    if value is not None:
+        raise TypeError(f"pass {name} or its alias {alias}, not both")
+    return alias, alias_value
+
+
+def _close_all(loaders: list[DataLoader], timeout: float | None, prefetcher: DevicePrefetcher | None = None) -> None:
+    """Stop every loader before waiting for any, so that an interrupt while waiting
+    for one (a second Ctrl-C) cannot leave another's threads running unstopped;
+    then the device prefetcher's copy thread, which ends once its loader stops."""
+    try:
+        for loader in loaders:
+            loader.stop()
+    finally:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            for loader in loaders:
+                try:
+                    loader.close(timeout=_left(deadline))
+                except BaseException:
+                    for rest in loaders:
+                        rest.stop()
+                    raise
+        finally:
+            if prefetcher is not None:
+                prefetcher.close(timeout=_left(deadline))
+
+
+def _left(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def _stats_dict(stats: EpochStats) -> dict[str, Any]:
+    record = asdict(stats)
+    for pass_record in (record["train"], record["val"]):
+        if pass_record is not None:
+            pass_record["outputs"] = []  # what tasks return is not JSON; it is not part of the state
+    return record
+
+
+def _pass_from_dict(record: Mapping[str, Any]) -> PassStats:
+    values = dict(record)
+    if values.get("loader") is not None:
+        values["loader"] = LoaderStats.from_dict(values["loader"])
+    return PassStats(**values)
+
+
+def _stats_from_dict(record: Any) -> EpochStats:
+    try:
+        val = record.get("val")
+        return EpochStats(
+            epoch=int(record["epoch"]),
+            train=_pass_from_dict(record["train"]),
+            val=_pass_from_dict(val) if val is not None else None,
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"malformed EpochStats in a Train state ({exc}): {record!r:.200}") from None

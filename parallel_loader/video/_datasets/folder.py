@@ -1,0 +1,115 @@
+"""A yield function over a folder tree ``root/<class>/<video>``, as UCF101 is laid out.
+
+``VideoFolder`` is the ``VideoDataset`` of the tree's videos, labelled by class
+folder (``annotations.folder_samples``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Literal
+
+from ..._faults.quarantine import Quarantine
+from .._indexes.cache import IndexCache
+from .._samples.annotations import VIDEO_EXTENSIONS, Exclude, folder_samples, root_path
+from .._samples.sampling import Sampling
+from .dataset import VideoDataset
+
+__all__ = ["VideoFolder"]
+
+
+class VideoFolder(VideoDataset):
+    """Batches of clips and labels from a tree ``root/<class>/<video>``, as UCF101 is laid out.
+
+    The ``VideoDataset`` of ``folder_samples(root, classes, extensions)``: the
+    labels are the indices of the class folders' names in sorted order
+    (``self.classes``), the samples the videos in sorted order, and
+    ``self.samples`` lists them as ``(path, label, frames)``. Everything else,
+    batches, sampling, augmentation, multi-view evaluation and the handling of
+    bad videos, is ``VideoDataset``'s: see there.
+
+    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
+    are ignored.
+
+    Args:
+        root: the folder whose subfolders are the classes.
+        batch_size: clips per batch.
+        clip_len: frames per clip.
+        stride: the step between a clip's frames.
+        size: ``(height, width)`` of the output frames.
+        train: augment and shuffle (training) or not (evaluation).
+        seed: makes the augmentation and shuffling reproducible; ``None`` draws one.
+        on_error: ``"raise"`` or ``"skip"``, see ``VideoDataset``.
+        dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
+        crop_fraction: the crop's share of the decoded frame's height and width.
+        classes: class folder names to use, in label order (e.g. the training set's
+            ``classes`` for a validation set); default: every subfolder, sorted.
+        extensions: the file name endings that count as videos; other files are ignored.
+        exact_counts: count each video's frames by decoding it, instead of trusting its header.
+        seek: passed to ``read_clip``: start at the keyframe before a clip (exact, the default) or, with
+            ``False``, decode every frame from the first.
+        sampling: ``"clip"`` or ``"segments"``, see ``VideoDataset``.
+        num_clips: clips per video in evaluation; given, the batch has a views axis.
+        num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
+        exclude: files to leave out: paths, or the JSON-lines file the check command writes.
+        quarantine: where bad videos are kept, see ``VideoDataset``.
+        index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
+        find_missing: name files gone since the folders were listed, see ``VideoDataset``.
+
+    Raises:
+        ValueError: an argument is out of range, or ``root`` has no class folder
+            or no video (the message says where it looked).
+        FileNotFoundError: ``root`` or a named class folder does not exist.
+        VideoDecodeError: with ``on_error="raise"``, a video does not open or is too short.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        batch_size: int,
+        clip_len: int,
+        stride: int = 1,
+        size: tuple[int, int] = (112, 112),
+        train: bool = True,
+        seed: int | None = None,
+        on_error: Literal["raise", "skip"] = "raise",
+        *,
+        dtype: Literal["float32", "uint8"] = "float32",
+        crop_fraction: float = 0.875,
+        classes: Sequence[str] | None = None,
+        extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
+        exact_counts: bool = False,
+        seek: bool = True,
+        sampling: Sampling = "clip",
+        num_clips: int | None = None,
+        num_crops: int | None = None,
+        exclude: Exclude = None,
+        quarantine: Quarantine | None = None,
+        index_cache: IndexCache | None = None,
+        find_missing: bool = True,
+    ) -> None:
+        self.root = root_path(root)
+        super().__init__(
+            folder_samples(self.root, classes, extensions, exclude=exclude),
+            batch_size,
+            clip_len,
+            stride,
+            size,
+            train,
+            seed,
+            on_error,
+            dtype=dtype,
+            crop_fraction=crop_fraction,
+            exact_counts=exact_counts,
+            seek=seek,
+            sampling=sampling,
+            num_clips=num_clips,
+            num_crops=num_crops,
+            quarantine=quarantine,
+            index_cache=index_cache,
+            find_missing=find_missing,
+        )
+
+    def _describe(self) -> str:
+        return f"{str(self.root)!r} {super()._describe()}"

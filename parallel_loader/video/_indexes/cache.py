@@ -1,0 +1,351 @@
+"""Each video file's index, made once and kept: ``IndexCache``, in memory and in a store on disk shared by runs.
+
+``read_clip`` does not trust a container's header (frame counts, frame rates,
+seeks): it asks an ``IndexCache`` for the file's ``VideoIndex`` (see ``facts``).
+The cache makes a missing one from the file's packets, without decoding, where
+the packets give the evidence that this is exact (``packet_index``), and
+otherwise by decoding the file once (``scan``), handing the decoded frames to
+the reader that asked so that its clip comes from the same pass.
+
+Indexes are kept by default: in memory, up to ``max_bytes`` (least recently
+used first out), and in a store on disk (``store``) in a per-user cache
+directory, so that a second run, every worker of a multi-worker job and every
+host that shares the directory find them made. An index is keyed by the file's
+absolute path, size and modification time: a changed file is indexed again.
+``python -m parallel_loader.video.index ROOT_OR_LIST`` makes a data set's indexes ahead of time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+import av
+from av.container import InputContainer
+from av.video.stream import VideoStream
+
+from .._base.facts import VideoIndex, decode, encode
+from .._bytes.source import SourceKey, is_url, source_key
+from .._media.frames import open_video
+from .packets import from_packets
+from .scan import not_seekable_warning, scan
+from .store import IndexStore, Record
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "ENVIRONMENT_VARIABLE",
+    "IndexCache",
+    "VideoIndex",
+    "default_directory",
+    "default_index_cache",
+    "set_default_index_cache",
+]
+
+log = logging.getLogger(__name__)
+
+ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to keep indexes in memory only
+# 512 MiB: about 1.7 million files with evenly spaced timestamps and 63-character paths
+# (~310 bytes each, see IndexCache), so a Kinetics-700-sized set (650,000 videos) fits with
+# room for longer paths and irregular timestamps.
+DEFAULT_MAX_BYTES = 512 << 20
+_SLOT_BYTES = 120  # what an entry costs beyond its name and bytes: the table's slot and its LRU link
+_REFRESH_S = 1.0  # the least time between two reads of what other writers added to the store
+_OFF = ("", "0", "off", "none", "false", "no")
+
+
+class _UserDefault:
+    def __repr__(self) -> str:
+        return "<the per-user cache directory>"
+
+
+USER_DEFAULT = _UserDefault()
+
+
+def default_directory() -> Path | None:
+    """Where indexes are kept unless an ``IndexCache`` is given another directory.
+
+    ``$PARALLEL_LOADER_VIDEO_INDEX`` when set (``off`` for nowhere: memory only),
+    else ``$XDG_CACHE_HOME/parallel_loader/video_index`` (``~/.cache/...`` by default).
+    """
+    chosen = os.environ.get(ENVIRONMENT_VARIABLE)
+    if chosen is not None:
+        return None if chosen.strip().lower() in _OFF else Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "parallel_loader" / "video_index"
+
+
+class IndexCache:
+    """Video indexes by file: made on first use, kept in memory and on disk.
+
+    Safe to use from several threads at once: one lock guards the table, and two
+    threads asking for the same new file may both index it (the results agree).
+    An entry is valid while the file keeps its size and modification time; a
+    changed file is indexed again. A file whose seeks are not exact is named in
+    one warning, the first time this cache meets it.
+
+    Memory: each entry is held as bytes (``facts``' binary form) and charged its
+    name's and bytes' ``sys.getsizeof`` plus 120 bytes for its slot in the table
+    (more than Python allocates for them, as a test measures): about 310 bytes
+    for a file with evenly spaced timestamps and a 63-character path, 1 to 2
+    bytes a frame more for irregular ones, so the default 512 MiB holds about
+    1.7 million such files (tested with 1,000,000). Past ``max_bytes`` the least
+    recently used entries leave memory; they are made again (from packets: a
+    few milliseconds) if asked for.
+
+    Args:
+        directory: where to keep indexes between runs and share them with other
+            processes and hosts (created when needed); by default the per-user
+            cache directory or ``$PARALLEL_LOADER_VIDEO_INDEX`` (see
+            ``default_directory``); ``None`` keeps them in memory only.
+        max_bytes: the memory the entries may take.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | _UserDefault | None = USER_DEFAULT,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        if directory is USER_DEFAULT:
+            directory = default_directory()
+        self.directory = None if directory is None else Path(directory).expanduser()
+        self.max_bytes = max_bytes
+        self._store = None if self.directory is None else IndexStore(self.directory)
+        # Held while reading or changing the fields below, never while decoding or reading files.
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, bytes] = OrderedDict()  # name -> Record.entry_of bytes, oldest first
+        self._bytes = 0  # what the entries are charged
+        self._evicted = 0
+        self._reported: set[str] = set()  # files already named in a log line as not seekable
+        self._refreshed = -float("inf")  # time.monotonic() of the last read of the store
+
+    def get(
+        self,
+        path: str | os.PathLike[str],
+        on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+        on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
+    ) -> VideoIndex:
+        """The index of the video at ``path``: from memory, from disk, or made now.
+
+        Args:
+            path: the video file.
+            on_frame: when the index must be made by decoding every frame, called
+                with each frame's number and frame as it is decoded (a reader takes
+                its clip from that pass); never called otherwise.
+            on_index: when the index is made from the file's packets, called with
+                the container they came from (read to its end, still open), its
+                video stream and the index, so that a reader reads its clip without
+                opening the file again; never called otherwise. It must not raise.
+
+        A URL's index is the one kept for it, without a request to check its
+        version (its reads check that), or made from its header (see ``ranged``).
+
+        Raises:
+            FileNotFoundError: there is no file at ``path``.
+            VideoDecodeError: the file cannot be opened as a video.
+        """
+        if is_url(path):
+            from .._read.remote import remote_index
+
+            return remote_index(str(path), self)
+        key = source_key(path)
+        index = self.lookup(key)
+        if index is None:
+            index = _make(path, key, on_frame, on_index)
+            self.put(key, index)
+        return index
+
+    def rescan(
+        self, path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], None] | None = None
+    ) -> VideoIndex:
+        """Make the file's index again by decoding every frame (see ``get`` for ``on_frame``) and keep it."""
+        key = source_key(path)
+        index = scan(path, on_frame)
+        self.put(key, index)
+        return index
+
+    def lookup(self, key: SourceKey) -> VideoIndex | None:
+        """The index kept for exactly this version of a file, or None (nothing is made)."""
+        index = self._held(key)
+        if index is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
+            self._refresh()
+            index = self._held(key)
+        if index is not None:
+            self._report(key.name, index)
+        return index
+
+    def latest(self, name: str) -> tuple[SourceKey, VideoIndex, bytes] | None:
+        """The newest index kept for ``name`` whatever its version: ``(key, index, extra)``, or None.
+
+        For a source whose version costs a request to learn (a URL): its reads
+        check the version instead. ``extra`` is what ``put`` was given with it.
+        """
+        found = self._newest(name)
+        if found is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
+            self._refresh()
+            found = self._newest(name)
+        return found
+
+    def put(self, key: SourceKey, index: VideoIndex, extra: bytes = b"") -> None:
+        """Keep ``index`` (and ``extra``: see ``latest``) for this version of a file, in memory and on disk."""
+        written_ns = time.time_ns()
+        entry = Record.entry_of(key, written_ns, encode(index) + extra)
+        with self._lock:
+            self._insert(key.name, entry)
+        if self._store is not None:
+            self._store.append([Record(key.name, entry, written_ns)])
+        self._report(key.name, index)
+
+    def distrust(self, path: str | os.PathLike[str], reason: str) -> None:
+        """Mark a file's seeks as not exact (a read found its timestamps wrong), here and on disk."""
+        key = source_key(path)
+        self.put(key, self.get(path).distrusted(reason))
+
+    def clear(self) -> None:
+        """Forget every index held in memory (those on disk stay)."""
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+            self._reported.clear()
+
+    def close(self) -> None:
+        """Close this cache's segment of the store (a later write opens a new one)."""
+        if self._store is not None:
+            self._store.close()
+
+    @property
+    def memory(self) -> int:
+        """The bytes the entries held in memory are charged (see the class docstring)."""
+        with self._lock:
+            return self._bytes
+
+    @property
+    def evicted(self) -> int:
+        """How many entries have left memory to keep within ``max_bytes``."""
+        with self._lock:
+            return self._evicted
+
+    def __len__(self) -> int:
+        """How many indexes are held in memory."""
+        with self._lock:
+            return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"<IndexCache directory={self.directory} entries={len(self)} bytes={self.memory}>"
+
+    def _held(self, key: SourceKey) -> VideoIndex | None:
+        with self._lock:
+            entry = self._entries.get(key.name)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key.name)
+        try:
+            size, version, _, offset = Record.parse_entry(entry)
+            if (size, version) != (key.size, key.version):
+                return None  # stale: the file changed since
+            return decode(entry, offset)
+        except ValueError as exc:  # cannot happen for entries this code wrote; never trusted
+            log.debug("ignoring an unreadable video index of %s: %s", key.name, exc)
+            return None
+
+    def _newest(self, name: str) -> tuple[SourceKey, VideoIndex, bytes] | None:
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is None:
+                return None
+            self._entries.move_to_end(name)
+        try:
+            size, version, _, offset = Record.parse_entry(entry)
+            index = decode(entry, offset)
+        except ValueError as exc:
+            log.debug("ignoring an unreadable video index of %s: %s", name, exc)
+            return None
+        return SourceKey(name, size, version), index, entry[offset + len(encode(index)) :]
+
+    def _refresh(self) -> None:
+        """Take what other writers (and earlier runs) added to the store."""
+        assert self._store is not None
+        records = self._store.read_new()
+        with self._lock:
+            self._refreshed = time.monotonic()
+            for record in records:
+                kept = self._entries.get(record.name)
+                if kept is None or Record.parse_entry(kept)[2] <= record.written_ns:
+                    self._insert(record.name, record.entry)
+
+    def _insert(self, name: str, entry: bytes) -> None:
+        """Hold ``entry`` for ``name``; drop the least recently used beyond ``max_bytes``. Caller holds the lock."""
+        old = self._entries.pop(name, None)
+        if old is not None:
+            self._bytes -= _charge(name, old)
+        self._entries[name] = entry
+        self._bytes += _charge(name, entry)
+        while self._bytes > self.max_bytes and len(self._entries) > 1:
+            gone, gone_entry = self._entries.popitem(last=False)
+            self._bytes -= _charge(gone, gone_entry)
+            self._evicted += 1
+
+    def _report(self, name: str, index: VideoIndex) -> None:
+        if index.seekable:
+            return
+        with self._lock:
+            if name in self._reported:
+                return
+            self._reported.add(name)
+        log.warning("%s", not_seekable_warning(name, index))
+
+
+def _charge(name: str, entry: bytes) -> int:
+    return sys.getsizeof(name) + sys.getsizeof(entry) + _SLOT_BYTES
+
+
+def _make(
+    path: str | os.PathLike[str],
+    key: SourceKey,
+    on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+    on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
+) -> VideoIndex:
+    """A new index: from the packets where they tell (then ``on_index``), else by decoding (feeding ``on_frame``)."""
+    with open_video(path) as (container, stream):
+        found = from_packets(container, stream, key.size)
+        if isinstance(found, VideoIndex):
+            if on_index is not None:
+                on_index(container, stream, found)
+            return found
+    log.debug("video %s is indexed by decoding: %s", key.name, found)
+    return scan(path, on_frame)
+
+
+def default_index_cache() -> IndexCache:
+    """The cache ``read_clip``, ``frame_count`` and ``VideoDataset`` use unless given another.
+
+    Made at the first call, with the default directory (see ``default_directory``).
+    """
+    cache = _default[0]
+    if cache is None:
+        with _default_lock:
+            if _default[0] is None:
+                _default[0] = IndexCache()
+            cache = _default[0]
+    return cache
+
+
+def set_default_index_cache(cache: IndexCache) -> None:
+    """Replace the process-wide default cache, e.g. with ``IndexCache(directory)`` to keep indexes elsewhere.
+
+    Call it before loading starts; reads already under way finish with the old cache.
+    """
+    if not isinstance(cache, IndexCache):
+        raise TypeError(f"expected an IndexCache, got {type(cache).__name__}")
+    _default[0] = cache
+
+
+_default: list[IndexCache | None] = [None]  # one slot, so that replacing it is one atomic store
+_default_lock = threading.Lock()  # held while making the first default cache

@@ -1,0 +1,117 @@
+"""A video's index from its container's packets, without decoding: where that is safe, per container family.
+
+Decoding a file from its first frame gives frame ``i``: the ``i``-th frame out
+of the decoder. A packet index names the same frames without decoding when
+every packet decodes to exactly one frame, whose timestamp is the packet's:
+then frame ``i`` is the packet with the ``i``-th smallest presentation
+timestamp, and a keyframe packet is a frame a seek can start at. That holds for
+the container families and codecs listed in ``_FAMILIES`` when the packets give
+this cheap evidence:
+
+* every packet read whole (none marked damaged or cut short, none past the end
+  of the file), none empty, none the container says to discard (edit lists);
+* every packet has a presentation timestamp, and no two share one;
+* the first packet is a keyframe and no packet shows before it (no open-GOP
+  leading frames at the start, which a decoder may drop: later open-GOP
+  keyframes are fine, since their leading frames come before them and a seek
+  passes over them);
+* what the codec's own check asks (``_CODEC_CHECKS``): MPEG-4 part 2 in AVI may
+  pack a B-frame into the packet of the frame after it and leave a placeholder
+  (an N-VOP, which decodes to nothing) in the next ("packed B-frames"), so
+  every packet must hold exactly one VOP and none may be placeholder-sized.
+
+Anything else returns the reason only decoding can tell, and the caller
+decodes the file once (``scan``). An index made here is checked on every read:
+``frames_from`` requires the frames decoded after a seek to carry the index's
+timestamps, in order, starting with the keyframe, decoded as a keyframe; a read
+that fails this is redone from the first frame and the file distrusted.
+
+Nothing here decodes, stores or knows of threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import av.error
+import numpy as np
+from av.container import InputContainer
+from av.video.stream import VideoStream
+
+from .._base.facts import PACKETS, VideoIndex, regular_or_table
+
+__all__ = ["from_packets"]
+
+_VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2's VOP start code
+_MAX_NVOP_SIZE = 19  # FFmpeg's limit for a packet it takes as an N-VOP (libavcodec/h263dec.c)
+
+
+def _mpeg4_problem(data: bytes) -> str:
+    if len(data) <= _MAX_NVOP_SIZE:
+        return f"a packet of {len(data)} bytes may be an N-VOP (a placeholder that decodes to no frame)"
+    if data.count(_VOP) != 1:
+        return f"a packet holds {data.count(_VOP)} VOPs (packed B-frames)"
+    return ""
+
+
+# Codec name -> a check of one packet's bytes: "" or why packets may not map one to one to frames.
+_CODEC_CHECKS: dict[str, Callable[[bytes], str]] = {"mpeg4": _mpeg4_problem}
+
+# Container family (the first name FFmpeg gives its demuxer) -> the codecs whose packets are
+# indexed there: those the tests cover. Others are indexed by decoding until a test covers them.
+_FAMILIES: dict[str, frozenset[str]] = {
+    "mov": frozenset({"h264"}),  # MP4, MOV
+    "matroska": frozenset({"h264"}),  # MKV, WebM
+    "avi": frozenset({"mpeg4", "mjpeg", "ffv1"}),
+}
+
+
+def from_packets(container: InputContainer, stream: VideoStream, file_size: int) -> VideoIndex | str:
+    """The index of ``stream`` from its packets (demuxed from the start), or why only decoding can tell.
+
+    ``file_size`` is the file's size in bytes, which no packet may reach past.
+    Leaves ``container`` at the end of the file: seek before reading frames from it.
+    """
+    family = container.format.name.split(",")[0]
+    codec = stream.codec_context.name
+    if codec not in _FAMILIES.get(family, ()):
+        return f"{codec} in {family} is indexed by decoding"
+    check = _CODEC_CHECKS.get(codec)
+    stamps: list[int] = []
+    keys: list[int] = []  # timestamps of keyframe packets
+    empty = False  # an empty packet seen: only the demuxer's last (a flush) may be
+    try:
+        for packet in container.demux(stream):
+            if packet.size == 0:
+                empty = True
+                continue
+            if empty:
+                return "an empty packet before the end"
+            if packet.is_corrupt or packet.is_discard:
+                return "a packet is damaged, cut short or to be discarded"
+            if packet.pos is not None and packet.pos >= 0 and packet.pos + packet.size > file_size:
+                return "a packet reaches past the end of the file"
+            pts = packet.pts
+            if pts is None:
+                return "a packet has no timestamp"
+            if not stamps and not packet.is_keyframe:
+                return "the first packet is not a keyframe"
+            if check is not None:
+                problem = check(bytes(packet))
+                if problem:
+                    return problem
+            stamps.append(pts)
+            if packet.is_keyframe:
+                keys.append(pts)
+    except av.error.FFmpegError as exc:
+        return f"the packets cannot be read to the end ({exc})"
+    if not stamps:
+        return "no packet"
+    pts = np.asarray(stamps, dtype=np.int64)
+    if int(pts.min()) < stamps[0]:
+        return "frames show before the first keyframe (open-GOP leading frames at the start)"
+    pts.sort()
+    if pts.size > 1 and not (np.diff(pts) > 0).all():
+        return "two packets share a timestamp"
+    keyframes = tuple(sorted({int(k) for k in np.searchsorted(pts, np.asarray(keys, dtype=np.int64))}))
+    return regular_or_table(len(pts), keyframes, pts, intact=True, made_by=PACKETS)

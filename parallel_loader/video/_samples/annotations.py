@@ -1,0 +1,553 @@
+"""Sample lists: which videos, or segments of videos, a data set holds, and their labels.
+
+A ``SampleList`` is the class names in label order and the samples, each a
+``VideoSample``: a file, a label, and optionally the segment of the file to
+sample from (``start`` and ``end`` in seconds, as Kinetics and AVA-style CSVs
+give them). The readers here build one from the layouts public data sets ship:
+
+* ``folder_samples``: a tree ``root/<class>/<video>``;
+* ``ucf101_samples``: UCF101's ``classInd.txt`` and ``trainlist0N.txt`` / ``testlist0N.txt``;
+* ``hmdb51_samples``: HMDB51's ``<class>_test_split<N>.txt`` files;
+* ``kinetics_samples``: a CSV ``label,youtube_id,time_start,time_end,split``;
+* ``sample_list``: an explicit list of ``(path, label)`` or ``(path, label, start, end)``.
+
+Each reader takes ``exclude``: files to leave out, such as the broken ones the
+check command lists (``python -m parallel_loader.video.check``), see ``excluding``.
+
+Readers check what they read: a malformed line or an unknown class is an
+``AnnotationError`` that names the file and the line. They do not open the
+videos; each sample remembers where it was listed (``origin``) so that the data
+set that opens them (``VideoDataset``) can say where a missing or bad file came from.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+import string
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from .._bytes.source import is_url
+from .sample_list import SampleList, SampleListBuilder, VideoSample, common_folder
+
+__all__ = [
+    "VIDEO_EXTENSIONS",
+    "AnnotationError",
+    "Exclude",
+    "KINETICS_PATTERN",
+    "SampleList",
+    "VideoSample",
+    "excluded_paths",
+    "excluding",
+    "folder_samples",
+    "hmdb51_samples",
+    "kinetics_samples",
+    "sample_list",
+    "ucf101_samples",
+]
+
+log = logging.getLogger(__name__)
+
+# Files to leave out: the check command's JSON-lines output (or a text file of paths), or the paths themselves.
+Exclude = str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
+
+VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
+
+# Where the Kinetics download scripts put a clip: under its label, named by its video and times.
+KINETICS_PATTERN = "{label}/{youtube_id}_{time_start:06d}_{time_end:06d}.mp4"
+_KINETICS_COLUMNS = ("label", "youtube_id", "time_start", "time_end")
+
+
+class AnnotationError(ValueError):
+    """An annotation file or a sample list cannot be used as it is: a malformed line, an unknown class.
+
+    Attributes:
+        origin: where the problem is, such as ``"trainlist01.txt, line 17"``.
+        reason: what is wrong there.
+    """
+
+    def __init__(self, origin: str, reason: str) -> None:
+        self.origin = origin
+        self.reason = reason
+        super().__init__(f"{origin}: {reason}")
+
+
+def sample_list(
+    rows: Sequence[Sequence[object]],
+    classes: Sequence[str] | None = None,
+    root: str | os.PathLike[str] | None = None,
+    *,
+    exclude: Exclude = None,
+) -> SampleList:
+    """Make a sample list from ``(path, label)`` or ``(path, label, start_seconds, end_seconds)`` rows.
+
+    Labels are either all ints (indices into ``classes``) or all strings (class
+    names). Without ``classes``, int labels name their classes ``"0"``,
+    ``"1"``, ... up to the largest label, and string labels are sorted. A
+    segment's ``start`` or ``end`` may be ``None`` for the start or end of the video.
+
+    Args:
+        rows: the samples.
+        classes: class names in label order; pass the training set's for a validation set.
+        root: a folder that relative paths are relative to.
+        exclude: files to leave out (see ``excluding``).
+
+    Raises:
+        AnnotationError: a row is malformed, names a class not in ``classes``, or
+            has a segment that ends before it starts; the error says which row.
+        ValueError: ``rows`` is empty.
+    """
+    if len(rows) == 0:
+        raise ValueError("the sample list is empty")
+    parsed: list[tuple[str, float | None, float | None]] = []
+    labels: list[object] = []
+    for i, row in enumerate(rows):
+        origin = f"sample {i}"
+        if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) not in (2, 4):
+            raise AnnotationError(
+                origin, f"expected (path, label) or (path, label, start_seconds, end_seconds), got {row!r}"
+            )
+        path = os.fspath(row[0])
+        if root is not None:
+            path = os.path.join(root, path)
+        start, end = (row[2], row[3]) if len(row) == 4 else (None, None)
+        parsed.append((path, *_segment(origin, start, end)))
+        labels.append(row[1])
+    if all(isinstance(label, str) for label in labels):
+        names = sorted(set(labels)) if classes is None else list(classes)
+        index = {name: k for k, name in enumerate(names)}
+        lookup = {label: index.get(label) for label in labels}
+    elif all(isinstance(label, int | np.integer) and not isinstance(label, bool) for label in labels):
+        names = [str(k) for k in range(max(labels) + 1)] if classes is None else list(classes)
+        lookup = {label: int(label) if 0 <= label < len(names) else None for label in labels}
+    else:
+        raise AnnotationError("the sample list", "labels must be all ints (class indices) or all strings (class names)")
+    for i, label in enumerate(labels):
+        if lookup[label] is None:
+            raise AnnotationError(f"sample {i}", f"unknown class {label!r}: the classes are {_some(names)}")
+    prefix = common_folder([path for path, _, _ in parsed])
+    builder = SampleListBuilder(prefix)
+    for i, (path, start, end) in enumerate(parsed):
+        builder.add(path[len(prefix) :], lookup[labels[i]], start, end, origin=("sample {}", i))
+    return excluding(builder.build(names), exclude)
+
+
+def root_path(root: object) -> Path:
+    """``root`` as a ``Path`` (a URL: a ``remote.RemotePath``), refusing what is not a path with a clear message."""
+    if not isinstance(root, str | os.PathLike):
+        raise TypeError(f"root must be the path of a folder of class folders, got {type(root).__name__} {root!r}")
+    if is_url(root):
+        from .._bytes.objects import RemotePath
+
+        return RemotePath(os.fspath(root))  # type: ignore[return-value]
+    return Path(root)
+
+
+def _one_level_down(root: Path, name: str, extensions: set[str]) -> str:
+    """A hint when ``root`` is one level above the class folders (``data`` for ``data/train``)."""
+    below = root / name
+    if any(
+        p.is_file() and p.suffix.lower() in extensions for sub in below.iterdir() if sub.is_dir() for p in sub.iterdir()
+    ):
+        return f": {below} holds class folders itself; did you mean root={str(below)!r}?"
+    return ""
+
+
+def folder_samples(
+    root: str | os.PathLike[str],
+    classes: Sequence[str] | None = None,
+    extensions: Sequence[str] = tuple(sorted(VIDEO_EXTENSIONS)),
+    *,
+    exclude: Exclude = None,
+) -> SampleList:
+    """The videos of a tree ``root/<class>/<video>``, labelled by class folder.
+
+    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
+    are ignored, as are files whose names do not end in one of ``extensions``.
+
+    Args:
+        root: the folder whose subfolders are the classes.
+        classes: class folder names in label order; default: every subfolder, sorted.
+        extensions: the file name endings that count as videos (any case).
+        exclude: files to leave out (see ``excluding``).
+
+    Raises:
+        FileNotFoundError: ``root`` or a named class folder does not exist.
+        ValueError: ``root`` is not a folder, or has no class folder, or a class
+            folder has no video (the message says where it looked).
+    """
+    root = root_path(root)
+    for name, value in (("classes", classes), ("extensions", extensions)):
+        if isinstance(value, str):
+            raise TypeError(f"{name} must be a list of strings, got the single string {value!r}: pass [{value!r}]")
+    extensions = {e.lower() for e in extensions}
+    if not root.exists():
+        raise FileNotFoundError(2, "video root folder not found", str(root))
+    if not root.is_dir():
+        raise ValueError(f"{root}: the video root must be a folder of class folders")
+    if classes is None:
+        classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if not classes:
+            raise ValueError(f"{root} has no class folders: expected {root}/<class>/<video files>")
+    else:
+        classes = list(classes)
+        missing = [c for c in classes if not (root / c).is_dir()]
+        if missing:
+            raise FileNotFoundError(2, f"class folders {missing} not found", str(root))
+    builder = SampleListBuilder(os.path.join(str(root), ""))
+    for label, name in enumerate(classes):
+        # A URL's folder is listed through its store; a local one with scandir, which needs no stat per file.
+        entries = (root / name).iterdir() if is_url(str(root)) else os.scandir(root / name)
+        files = sorted(
+            entry.name
+            for entry in entries
+            if entry.is_file()
+            and not entry.name.startswith(".")
+            and os.path.splitext(entry.name)[1].lower() in extensions
+        )
+        if not files:
+            raise ValueError(
+                f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
+                f"every class folder needs at least one{_one_level_down(root, name, extensions)}"
+            )
+        folder = str(Path(name)) + os.sep
+        for file in files:
+            builder.add(folder + file, label)
+    return excluding(builder.build(tuple(classes)), exclude)
+
+
+def ucf101_samples(
+    root: str | os.PathLike[str],
+    split_dir: str | os.PathLike[str],
+    split: int = 1,
+    subset: Literal["train", "test"] = "train",
+    *,
+    exclude: Exclude = None,
+) -> SampleList:
+    """The videos of one UCF101 split, from the files of ``UCF101TrainTestSplits``.
+
+    ``split_dir/classInd.txt`` numbers the classes from 1 (``1 ApplyEyeMakeup``);
+    ``trainlist0N.txt`` lists ``<class>/<video> <number>`` and ``testlist0N.txt``
+    just ``<class>/<video>``. Labels are the class numbers less one, so they run
+    from 0 in ``classInd.txt``'s order. A video's class is its folder's; where a
+    line also gives a number, the two must agree.
+
+    Args:
+        root: the folder holding ``<class>/<video>.avi``.
+        split_dir: the folder holding ``classInd.txt`` and the lists.
+        split: which of the splits (UCF101 ships 1, 2 and 3).
+        subset: ``"train"`` reads ``trainlist0N.txt``, ``"test"`` ``testlist0N.txt``.
+        exclude: files to leave out (see ``excluding``).
+
+    Raises:
+        FileNotFoundError: ``classInd.txt`` or the list is missing.
+        AnnotationError: a malformed line, a video in a class folder that
+            ``classInd.txt`` does not list, or a number that disagrees with the
+            folder; the error names the file and the line.
+    """
+    if subset not in ("train", "test"):
+        raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
+    split_dir = Path(split_dir)
+    numbered: dict[int, tuple[str, str]] = {}  # class number -> (name, origin)
+    index_file = split_dir / "classInd.txt"
+    for origin, fields in _lines(index_file):
+        if len(fields) != 2 or not fields[0].isdigit() or int(fields[0]) < 1:
+            raise AnnotationError(origin, f"expected '<number from 1> <class name>', got {' '.join(fields)!r}")
+        number = int(fields[0])
+        if number in numbered:
+            raise AnnotationError(origin, f"class number {number} is given twice (first at {numbered[number][1]})")
+        numbered[number] = (fields[1], origin)
+    if sorted(numbered) != list(range(1, len(numbered) + 1)):
+        gaps = sorted(set(range(1, max(numbered, default=0) + 1)) - set(numbered))
+        raise AnnotationError(str(index_file), f"class numbers must run from 1 without gaps; missing {gaps[:10]}")
+    classes = tuple(numbered[k][0] for k in sorted(numbered))
+    label_of = {name: k for k, name in enumerate(classes)}
+    samples = []
+    for origin, fields in _lines(split_dir / f"{subset}list{split:02d}.txt"):
+        relative = fields[0]
+        parts = relative.replace("\\", "/").split("/")
+        name = parts[0]
+        if len(fields) > 2 or len(parts) < 2:
+            raise AnnotationError(origin, f"expected '<class>/<video>' and an optional class number, got {fields!r}")
+        if name not in label_of:
+            raise AnnotationError(origin, f"unknown class {name!r}: {index_file} does not list it")
+        label = label_of[name]
+        if len(fields) == 2 and fields[1] != str(label + 1):
+            raise AnnotationError(
+                origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
+            )
+        samples.append(VideoSample(str(root_path(root) / relative), label, origin=origin))
+    return excluding(SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
+
+
+def hmdb51_samples(
+    root: str | os.PathLike[str],
+    split_dir: str | os.PathLike[str],
+    split: int = 1,
+    subset: Literal["train", "test"] = "train",
+    classes: Sequence[str] | None = None,
+    *,
+    exclude: Exclude = None,
+) -> SampleList:
+    """The videos of one HMDB51 split, from the ``<class>_test_split<N>.txt`` files.
+
+    Each file lists its class's videos, one per line, with a mark: ``1`` for
+    training, ``2`` for testing, ``0`` for neither. The classes are the files'
+    names less ``_test_split<N>.txt``, sorted, unless ``classes`` gives them.
+
+    Args:
+        root: the folder holding ``<class>/<video>.avi``.
+        split_dir: the folder holding the split files.
+        split: which of the splits (HMDB51 ships 1, 2 and 3).
+        subset: ``"train"`` keeps the videos marked 1, ``"test"`` those marked 2.
+        classes: class names in label order; each split file's class must be one.
+        exclude: files to leave out (see ``excluding``).
+
+    Raises:
+        FileNotFoundError: ``split_dir`` has no split file for ``split``.
+        AnnotationError: a malformed line (naming the file and line), or a split
+            file for a class not in ``classes``.
+    """
+    marks = {"train": "1", "test": "2"}
+    if subset not in marks:
+        raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
+    suffix = f"_test_split{split}.txt"
+    files = sorted(p for p in Path(split_dir).glob(f"*{suffix}") if not p.name.startswith("."))
+    if not files:
+        raise FileNotFoundError(2, f"no split files <class>{suffix} found", str(split_dir))
+    names = [p.name[: -len(suffix)] for p in files]
+    classes = tuple(names if classes is None else classes)
+    samples = []
+    for file, name in zip(files, names, strict=True):
+        if name not in classes:
+            raise AnnotationError(str(file), f"class {name!r} is not one of the classes given: {_some(classes)}")
+        label = classes.index(name)
+        for origin, fields in _lines(file):
+            if len(fields) != 2 or fields[1] not in ("0", "1", "2"):
+                raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
+            if fields[1] == marks[subset]:
+                samples.append(VideoSample(str(root_path(root) / name / fields[0]), label, origin=origin))
+    return excluding(SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
+
+
+def kinetics_samples(
+    csv_file: str | os.PathLike[str],
+    root: str | os.PathLike[str],
+    split: str | None = None,
+    pattern: str = KINETICS_PATTERN,
+    classes: Sequence[str] | None = None,
+    trimmed: bool | None = None,
+    *,
+    exclude: Exclude = None,
+) -> SampleList:
+    """The clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
+
+    Each row's file is ``root / pattern.format(**row)``, where the row's times
+    are numbers (ints when whole) and its other columns strings; the default
+    pattern is the Kinetics download scripts' ``<label>/<id>_<start:06d>_<end:06d>.mp4``.
+    Whether a file holds just its segment (``trimmed``) or the whole video, from
+    which the samples then take ``[time_start, time_end)``, is by default read
+    off the pattern: a pattern that names a time is taken to name a trimmed clip.
+
+    Args:
+        csv_file: the CSV; more columns than the four needed are fine.
+        root: the folder the pattern is relative to.
+        split: keep only the rows whose ``split`` column is this (such as ``"train"``); ``None`` keeps all.
+        pattern: a ``str.format`` pattern over the CSV's columns giving each row's file.
+        classes: class names in label order (pass the training set's for a
+            validation set); default: the labels of the rows kept, sorted.
+        trimmed: the files hold only their segments (``True``) or whole videos (``False``).
+        exclude: files to leave out (see ``excluding``).
+
+    Raises:
+        FileNotFoundError: there is no ``csv_file``.
+        AnnotationError: a column is missing, the pattern names a column the CSV
+            lacks, or a row is malformed, has an unknown label, or its times do
+            not make a segment; the error names the file and the line.
+    """
+    csv_file = Path(csv_file)
+    fields_used = {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
+    if trimmed is None:
+        trimmed = bool(fields_used & {"time_start", "time_end"})
+    builder = SampleListBuilder(os.path.join(str(Path(root)), ""))
+    label_of = None if classes is None else {name: k for k, name in enumerate(classes)}
+    found: dict[str, int] = {}  # without classes: label -> its number in order of first appearance
+    template = str(csv_file).replace("{", "{{").replace("}", "}}") + ", line {}"
+    with open(csv_file, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)  # rows as lists, made into dicts for the pattern: a million rows in seconds
+        header = next(reader, [])
+        columns = set(header)
+        missing = [c for c in (*_KINETICS_COLUMNS, *(["split"] if split is not None else [])) if c not in columns]
+        unknown = sorted(fields_used - columns)
+        if missing or unknown:
+            what = f"{missing}" if missing else f"{unknown} that the pattern names"
+            reason = f"the header lacks the column(s) {what}; it has {sorted(columns)}"
+            raise AnnotationError(f"{csv_file}, line 1", reason)
+        width = len(header)
+        at = {name: header.index(name) for name in ("label", "time_start", "time_end", "split") if name in columns}
+        label_at, start_at, end_at, split_at = at["label"], at["time_start"], at["time_end"], at.get("split")
+        for fields in reader:
+            if not fields:
+                continue  # a blank line, as csv.DictReader skips it
+            line = reader.line_num
+            if len(fields) != width:
+                raise AnnotationError(f"{csv_file}, line {line}", f"expected {width} fields as in the header")
+            if split is not None and fields[split_at] != split:
+                continue
+            try:
+                start, end = float(fields[start_at]), float(fields[end_at])
+                ok = 0.0 <= start < end < math.inf  # False for NaN too
+            except ValueError:
+                ok = False
+            if not ok:  # the checks again, slowly, for their message
+                origin = f"{csv_file}, line {line}"
+                row = dict(zip(header, fields, strict=True))
+                start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
+            values = dict(zip(header, fields, strict=True))
+            values["time_start"], values["time_end"] = _whole(start), _whole(end)
+            try:
+                relative = pattern.format(**values)
+            except (ValueError, KeyError, IndexError) as exc:
+                origin = f"{csv_file}, line {line}"
+                raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
+            if "//" in relative or "/./" in relative or relative.startswith(("./", "/")) or os.sep != "/":
+                relative = os.path.relpath(Path(root, relative), Path(root))  # as Path(root, relative) names it
+            name = fields[label_at]
+            if label_of is None:
+                label = found.setdefault(name, len(found))
+            else:
+                label = label_of.get(name, -1)
+                if label < 0:
+                    origin = f"{csv_file}, line {line}"
+                    raise AnnotationError(origin, f"unknown label {name!r}: the classes are {_some(tuple(classes))}")
+            if trimmed:
+                builder.add(relative, label, None, None, (template, line))
+            else:
+                builder.add(relative, label, start, end, (template, line))
+    if not len(builder):
+        what = csv_file if split is None else f"{csv_file} (split {split!r})"
+        raise ValueError(f"{what} lists no video")
+    if label_of is None:
+        names = tuple(sorted(found))
+        rank = {name: k for k, name in enumerate(names)}
+        renumber = np.array([rank[name] for name in found], dtype=np.int32)
+        built = builder.build(names)
+        built = builder.build(names, renumber[built.labels])
+    else:
+        built = builder.build(tuple(classes))
+    return excluding(built, exclude)
+
+
+def excluded_paths(exclude: Exclude) -> frozenset[str]:
+    """The files ``exclude`` names, as absolute normalised paths.
+
+    ``exclude`` is ``None`` (none), a file, or the paths themselves. The file is
+    what ``python -m parallel_loader.video.check --out`` writes: one JSON object
+    a line with a ``"path"``; a line that is not JSON is taken as a path itself,
+    so a plain list of paths works too. Relative paths in the file are relative
+    to the working directory, as the check command writes them.
+
+    Raises:
+        FileNotFoundError: ``exclude`` names a file that does not exist.
+        AnnotationError: a JSON line has no ``"path"``.
+    """
+    if exclude is None:
+        return frozenset()
+    if isinstance(exclude, str | os.PathLike):
+        paths = []
+        for origin, line in _raw_lines(Path(exclude)):
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                paths.append(line)
+                continue
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise AnnotationError(origin, f'expected a JSON object with a "path", or a path, got {line!r}')
+            paths.append(entry["path"])
+    else:
+        paths = [os.fspath(p) for p in exclude]
+    return frozenset(_normal(p) for p in paths)
+
+
+def excluding(samples: SampleList, exclude: Exclude) -> SampleList:
+    """``samples`` without those whose file ``exclude`` names (see ``excluded_paths``); the classes stay.
+
+    Raises:
+        ValueError: every sample is excluded.
+    """
+    left_out = excluded_paths(exclude)
+    if not left_out:
+        return samples
+    mask = np.fromiter((_normal(p) not in left_out for p in samples.paths()), bool, len(samples))
+    if not mask.any():
+        raise ValueError(f"every one of the {len(samples)} samples is in the excluded files: none left")
+    if not mask.all():
+        log.info("left out %d of %d samples whose files are excluded", len(samples) - mask.sum(), len(samples))
+        return samples.keep(mask)
+    return samples
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(os.path.abspath(path))
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[str, str]]:
+    """``(origin, line)`` for each non-blank line of a text file, stripped."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield f"{path}, line {number}", line.strip()
+
+
+def _lines(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """``(origin, fields)`` for each non-blank line of a whitespace-separated text file (CRLF or LF)."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            fields = line.split()
+            if fields:
+                yield f"{path}, line {number}", fields
+
+
+def _segment(origin: str, start: object, end: object) -> tuple[float | None, float | None]:
+    """Check a segment's times in seconds: numbers or ``None``, ``0 <= start < end``."""
+    for name, value in (("start", start), ("end", end)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value)
+        ):
+            raise AnnotationError(origin, f"the segment's {name} must be a number of seconds or None, got {value!r}")
+    if start is not None and start < 0:
+        raise AnnotationError(origin, f"the segment starts before 0 s: {start!r}")
+    if start is not None and end is not None and end <= start:
+        raise AnnotationError(origin, f"the segment ends at {end!r} s, not after its start at {start!r} s")
+    return (None if start is None else float(start)), (None if end is None else float(end))
+
+
+def _number(origin: str, row: dict[str, str], column: str) -> float:
+    try:
+        return float(row[column])
+    except ValueError:
+        raise AnnotationError(origin, f"{column} must be a number of seconds, got {row[column]!r}") from None
+
+
+def _whole(seconds: float) -> int | float:
+    """An int for a whole number of seconds, so that a pattern can format it with ``:06d``."""
+    return int(seconds) if seconds.is_integer() else seconds
+
+
+def _nonempty(samples: list[VideoSample], where: object) -> tuple[VideoSample, ...]:
+    if not samples:
+        raise ValueError(f"{where} lists no video")
+    return tuple(samples)
+
+
+def _some(names: Sequence[str], limit: int = 10) -> str:
+    """The first few names, for an error message."""
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return f"{shown}, ... ({len(names)} in all)" if len(names) > limit else shown

@@ -1,0 +1,304 @@
+"""Compact sample lists: a million samples in tens of megabytes, cheap to index, slice and pickle.
+
+A ``SampleList`` is the class names in label order and the samples, each a
+``VideoSample``: a file, a label, optionally the segment of the file to sample
+from (``start`` and ``end`` in seconds) and where it was listed (``origin``).
+The samples are not kept as objects but in columns:
+
+* the paths: a shared ``prefix`` (such as the data set's root and a separator)
+  and each path's rest, encoded in UTF-8 one after another in one ``bytes``,
+  with the offsets where each starts in an ``int64`` array;
+* the labels, an ``int32`` array; the segments' ``start`` and ``end``, two
+  ``float64`` arrays (NaN for none), kept only when some sample has a segment;
+* where each was listed: one of a few templates (``"train.csv, line {}"``,
+  ``"sample {}"``) and a number, two ``int32`` arrays.
+
+So a sample costs its path's rest in bytes plus about 20 bytes (36 with
+segments): about 60 bytes for a Kinetics-style ``<label>/<id>_<start>_<end>.mp4``.
+``len``, ``list[i]`` (a ``VideoSample`` made on demand) and ``list[a:b]`` (a
+``SampleList`` sharing nothing mutable) are cheap, and a list pickles as its
+arrays. ``SampleList.samples``, the whole tuple of ``VideoSample`` objects, is
+made on each access: meant for small lists and tests.
+
+Nothing here opens a video file; ``missing_files`` lists each folder once to
+name the files that are not there.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+
+from .._bytes.source import is_url
+
+__all__ = ["SampleList", "SampleListBuilder", "VideoSample", "common_folder", "missing_files"]
+
+_NO_ORIGIN = ""  # the template of a sample found by scanning: no origin
+
+
+@dataclass(frozen=True)
+class VideoSample:
+    """One sample: a video file, its label, and optionally the segment to sample from.
+
+    Attributes:
+        path: the video file.
+        label: the index of the sample's class in its ``SampleList``'s ``classes``.
+        start: where the segment starts, in seconds; ``None`` for the start of the video.
+        end: where it ends (exclusive), in seconds; ``None`` for the end of the video.
+        origin: where the sample was listed, such as ``"trainlist01.txt, line 17"``;
+            empty for a sample found by scanning a folder.
+    """
+
+    path: str
+    label: int
+    start: float | None = None
+    end: float | None = None
+    origin: str = ""
+
+
+class SampleListBuilder:
+    """Collects samples into the columns of a ``SampleList`` without making an object per sample.
+
+    Args:
+        prefix: what every path added starts with (``add`` takes the rest).
+    """
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+        self._names = bytearray()
+        self._offsets = array("q", [0])
+        self._labels = array("i")
+        self._starts = array("d")
+        self._ends = array("d")
+        self._segments = False
+        self._templates: dict[str, int] = {}
+        self._kinds = array("i")
+        self._numbers = array("i")
+
+    def add(self, rest: str, label: int, start: float | None = None, end: float | None = None, origin=("", 0)) -> None:
+        """Add the sample ``prefix + rest``; ``origin`` is ``(template, number)``: ``template.format(number)``."""
+        self._names += rest.encode("utf-8", "surrogateescape")
+        self._offsets.append(len(self._names))
+        self._labels.append(label)
+        if start is not None or end is not None:
+            self._segments = True
+        self._starts.append(np.nan if start is None else start)
+        self._ends.append(np.nan if end is None else end)
+        template, number = origin
+        kind = self._templates.get(template)
+        if kind is None:
+            kind = self._templates[template] = len(self._templates)
+        self._kinds.append(kind)
+        self._numbers.append(number)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def build(self, classes: Sequence[str], labels: np.ndarray | None = None) -> SampleList:
+        """The ``SampleList`` of the samples added, with ``classes``; ``labels`` replaces the labels added."""
+        columns = _Columns(
+            prefix=self.prefix,
+            names=bytes(self._names),
+            offsets=np.frombuffer(self._offsets, dtype=np.int64).copy(),
+            labels=np.frombuffer(self._labels, dtype=np.int32).copy() if labels is None else labels.astype(np.int32),
+            starts=np.frombuffer(self._starts, dtype=np.float64).copy() if self._segments else None,
+            ends=np.frombuffer(self._ends, dtype=np.float64).copy() if self._segments else None,
+            templates=tuple(self._templates),
+            kinds=np.frombuffer(self._kinds, dtype=np.int32).copy(),
+            numbers=np.frombuffer(self._numbers, dtype=np.int32).copy(),
+        )
+        return SampleList._of(tuple(classes), columns)
+
+
+@dataclass(frozen=True)
+class _Columns:
+    prefix: str
+    names: bytes
+    offsets: np.ndarray  # int64, len + 1
+    labels: np.ndarray  # int32
+    starts: np.ndarray | None  # float64, NaN for none; None when no sample has a segment
+    ends: np.ndarray | None
+    templates: tuple[str, ...]
+    kinds: np.ndarray  # int32, indexes templates
+    numbers: np.ndarray  # int32
+
+    def take(self, chosen: np.ndarray | slice) -> _Columns:
+        """The columns of the samples ``chosen`` (a slice of step 1, or indices)."""
+        if isinstance(chosen, slice):
+            begin, end = int(self.offsets[chosen.start]), int(self.offsets[chosen.stop])
+            names = self.names[begin:end]
+            offsets = self.offsets[chosen.start : chosen.stop + 1] - begin
+        else:
+            starts, ends = self.offsets[chosen], self.offsets[chosen + 1]
+            view = np.frombuffer(self.names, dtype=np.uint8)
+            pieces = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+            names = np.concatenate(pieces).tobytes() if pieces else b""
+            offsets = np.concatenate(([0], np.cumsum(ends - starts))).astype(np.int64)
+        return _Columns(
+            self.prefix,
+            names,
+            offsets,
+            self.labels[chosen].copy(),
+            None if self.starts is None else self.starts[chosen].copy(),
+            None if self.ends is None else self.ends[chosen].copy(),
+            self.templates,
+            self.kinds[chosen].copy(),
+            self.numbers[chosen].copy(),
+        )
+
+
+class SampleList(Sequence[VideoSample]):
+    """Class names in label order, and the samples, kept in compact columns (see the module docstring).
+
+    ``SampleList(classes, samples)`` takes the samples as ``VideoSample`` objects;
+    the readers (``kinetics_samples`` and the others) build the columns directly.
+
+    Attributes:
+        classes: the class names; a sample's ``label`` indexes this.
+    """
+
+    classes: tuple[str, ...]
+    _columns: _Columns
+
+    def __init__(self, classes: Sequence[str], samples: Iterable[VideoSample]) -> None:
+        samples = list(samples)
+        prefix = common_folder([s.path for s in samples])
+        builder = SampleListBuilder(prefix)
+        for s in samples:
+            builder.add(s.path[len(prefix) :], s.label, s.start, s.end, _split_origin(s.origin))
+        built = builder.build(classes)
+        self.classes, self._columns = built.classes, built._columns
+
+    @classmethod
+    def _of(cls, classes: tuple[str, ...], columns: _Columns) -> SampleList:
+        made = cls.__new__(cls)
+        made.classes, made._columns = classes, columns
+        return made
+
+    @property
+    def samples(self) -> tuple[VideoSample, ...]:
+        """Every sample as a ``VideoSample``, in the order listed (made on each access: for small lists)."""
+        return tuple(self)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """Every sample's label, an ``int32`` array (read-only)."""
+        labels = self._columns.labels.view()
+        labels.flags.writeable = False
+        return labels
+
+    def path(self, i: int) -> str:
+        """The file of sample ``i``."""
+        c = self._columns
+        return c.prefix + c.names[c.offsets[i] : c.offsets[i + 1]].decode("utf-8", "surrogateescape")
+
+    def label(self, i: int) -> int:
+        return int(self._columns.labels[i])
+
+    def segment(self, i: int) -> tuple[float | None, float | None]:
+        """``(start, end)`` of sample ``i`` in seconds, ``None`` for either end of the video."""
+        c = self._columns
+        if c.starts is None or c.ends is None:
+            return None, None
+        start, end = float(c.starts[i]), float(c.ends[i])
+        return (None if start != start else start), (None if end != end else end)
+
+    def origin(self, i: int) -> str:
+        """Where sample ``i`` was listed, or "" for one found by scanning."""
+        c = self._columns
+        template = c.templates[c.kinds[i]]
+        return template.format(int(c.numbers[i])) if template else ""
+
+    def paths(self) -> Iterator[str]:
+        """Every sample's file, in order (no object per sample kept)."""
+        c = self._columns
+        offsets = c.offsets.tolist()
+        for i in range(len(offsets) - 1):
+            yield c.prefix + c.names[offsets[i] : offsets[i + 1]].decode("utf-8", "surrogateescape")
+
+    def keep(self, mask: np.ndarray) -> SampleList:
+        """The samples where ``mask`` (a bool array, one per sample) is true, with the same classes."""
+        return SampleList._of(self.classes, self._columns.take(np.flatnonzero(mask)))
+
+    def __len__(self) -> int:
+        return len(self._columns.labels)
+
+    @overload
+    def __getitem__(self, i: int) -> VideoSample: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> SampleList: ...
+
+    def __getitem__(self, i: int | slice) -> VideoSample | SampleList:
+        n = len(self)
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step == 1:
+                return SampleList._of(self.classes, self._columns.take(slice(start, max(start, stop))))
+            return SampleList._of(self.classes, self._columns.take(np.arange(start, stop, step)))
+        i = int(i)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"sample {i} is out of range: the list has {n}")
+        return VideoSample(self.path(i), self.label(i), *self.segment(i), self.origin(i))
+
+    def __iter__(self) -> Iterator[VideoSample]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SampleList):
+            return NotImplemented
+        return self.classes == other.classes and self.samples == other.samples
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<SampleList of {len(self)} samples, {len(self.classes)} classes>"
+
+
+def common_folder(paths: Sequence[str]) -> str:
+    """The longest folder (with its trailing separator) that every path starts with, or ""."""
+    if not paths:
+        return ""
+    prefix = os.path.commonprefix([min(paths), max(paths)])  # noqa: RUF071 (cut at the last separator below)
+    return prefix[: prefix.rfind(os.sep) + 1]
+
+
+def _split_origin(origin: str) -> tuple[str, int]:
+    """``(template, number)`` of an origin: ``("trainlist01.txt, line {}", 17)``; ``(origin, 0)`` without a number."""
+    escaped = origin.replace("{", "{{").replace("}", "}}")
+    digits = len(escaped) - len(escaped.rstrip("0123456789"))
+    if 0 < digits <= 9 and (digits == 1 or escaped[-digits] != "0"):
+        return escaped[:-digits] + "{}", int(escaped[-digits:])
+    return escaped, 0
+
+
+def missing_files(paths: Iterable[str]) -> list[int]:
+    """The positions of the paths that name nothing, found by listing each folder once (no file is opened).
+
+    A folder that cannot be listed (missing, not a folder, no permission) makes
+    every path in it missing; a broken link counts as there (its read fails).
+    A URL is left to its first read: asking the store would cost a request per video.
+    """
+    listings: dict[str, frozenset[str] | None] = {}
+    missing = []
+    for i, path in enumerate(paths):
+        if is_url(path):
+            continue
+        folder, _, name = path.rpartition(os.sep)
+        names = listings.get(folder, False)
+        if names is False:
+            try:
+                names = listings[folder] = frozenset(os.listdir(folder or "."))
+            except OSError:
+                names = listings[folder] = None
+        if names is None or name not in names:
+            missing.append(i)
+    return missing
