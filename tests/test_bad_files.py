@@ -239,7 +239,7 @@ def test_a_loader_that_raises_still_raises_from_a_video_dataset(forty):
 
 @pytest.mark.parametrize("seed", range(8))  # the replacement is drawn from the seed: never the failing file again
 def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypatch, seed):
-    import parallel_loader.video._datasets.dataset as dataset_module
+    import parallel_loader.video._datasets.reader as dataset_module
 
     for v in range(4):
         write_video(tmp_path / "a" / f"v{v}.avi", 12, video_id=v)

@@ -24,7 +24,8 @@ from parallel_loader.video import (
     read_clip,
     set_default_index_cache,
 )
-from parallel_loader.video._datasets.dataset import _CLIP_KEY, _ORDER_KEY
+from parallel_loader.video._datasets.seeds import CLIP_KEY as _CLIP_KEY
+from parallel_loader.video._datasets.seeds import ORDER_KEY as _ORDER_KEY
 
 from .video_files import (
     crop_window,

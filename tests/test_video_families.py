@@ -23,7 +23,7 @@ from parallel_loader.video import (
     probe,
     read_clip,
 )
-from parallel_loader.video._bytes.source import local_key
+from parallel_loader.video._base.keys import local_key
 from parallel_loader.video._indexes import scan as scan_module
 from parallel_loader.video._media.frames import SeekMismatch, frames_from, open_video
 from parallel_loader.video._media.pixels import orientation

@@ -24,11 +24,11 @@ from parallel_loader.video import (
     read_clip,
     set_default_index_cache,
 )
-from parallel_loader.video._bytes.source import local_key
+from parallel_loader.video._base.keys import local_key
 from parallel_loader.video._indexes import cache as index_module
 from parallel_loader.video._indexes import packets as packet_index
 from parallel_loader.video._indexes import scan as scan_module
-from parallel_loader.video._read import local as decode_module
+from parallel_loader.video._media import clip as decode_module
 
 from .video_files import FRAME_STEP, overstate_frame_count, pack_b_frames, truncate, write_encoded_video
 
@@ -185,13 +185,13 @@ def test_the_index_is_kept_on_disk_and_rebuilt_when_the_file_changes(videos, tmp
     path = tmp_path / "clip.mp4"
     path.write_bytes(videos["h264_long_gop"].read_bytes())
     scans: list[str] = []
-    original = index_module._make
+    original = index_module.make_index
 
     def counting(p, *args):
         scans.append(os.fspath(p))
         return original(p, *args)
 
-    monkeypatch.setattr(index_module, "_make", counting)
+    monkeypatch.setattr(index_module, "make_index", counting)
     first = IndexCache(tmp_path / "cache").get(path)
     assert len(scans) == 1
     assert len(list((tmp_path / "cache").glob("*/*.seg"))) == 1

@@ -14,7 +14,7 @@ import pytest
 
 from parallel_loader.video import IndexCache, VideoIndex, read_clip
 from parallel_loader.video._base.facts import PACKETS, decode, encode
-from parallel_loader.video._bytes.source import SourceKey, local_key
+from parallel_loader.video._base.keys import SourceKey, local_key
 from parallel_loader.video._indexes import cache as index_module
 from parallel_loader.video._indexes.store import IndexStore, Record
 
@@ -27,13 +27,13 @@ REPO = Path(__file__).resolve().parent.parent
 def counted(monkeypatch) -> list[str]:
     """The files whose index is made (not found), as they are made."""
     made: list[str] = []
-    original = index_module._make
+    original = index_module.make_index
 
     def counting(path, *args):
         made.append(os.fspath(path))
         return original(path, *args)
 
-    monkeypatch.setattr(index_module, "_make", counting)
+    monkeypatch.setattr(index_module, "make_index", counting)
     return made
 
 

@@ -3,6 +3,8 @@
 See :doc:`/video/remote`.
 """
 
-from ._bytes.objects import Network, ObjectChanged, RemotePath, close, configure, forget_settings, is_url
+from ._base.keys import is_url
+from ._bytes.listing import RemotePath
+from ._bytes.objects import Network, ObjectChanged, close, configure, forget_settings
 
 __all__ = ["Network", "ObjectChanged", "RemotePath", "close", "configure", "forget_settings", "is_url"]

@@ -1,9 +1,9 @@
 """``VideoIndex``: the facts about one video file that exact seeking needs, and their compact binary form.
 
 The record sits below everything that makes, keeps or uses it: the packet
-index and the decoding scan make it (``packet_index``, ``scan``), the store and
-the cache keep it (``store``, ``index``), the readers use it (``frames``,
-``decode``). It knows nothing of files, containers or threads.
+index and the decoding scan make it (``_indexes.packets``, ``scan``), the store and
+the cache keep it (``store``, ``cache``), the readers use it (``_media``,
+``_read``). It knows nothing of files, containers or threads.
 
 The binary form (``encode``/``decode``) is what the store writes and the
 in-memory cache holds: varints and deltas, a few dozen bytes for a file with
@@ -22,7 +22,7 @@ import numpy as np
 __all__ = ["DECODING", "PACKETS", "VideoIndex", "decode", "encode", "get_varint", "put_varint", "regular_or_table"]
 
 # The ways an index is made (``VideoIndex.made_by``).
-PACKETS = "packets"  # from the container's packets, without decoding (see ``packet_index``)
+PACKETS = "packets"  # from the container's packets, without decoding (see ``_indexes.packets``)
 DECODING = "decoding"  # by decoding every frame once (see ``scan``)
 
 _SEEKABLE, _INTACT, _TABLE, _FROM_PACKETS, _SEEK_BACK, _UNSORTED = 1, 2, 4, 8, 16, 32  # bits of the flags byte

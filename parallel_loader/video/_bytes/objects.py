@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import threading
 import time
@@ -42,45 +41,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._base.errors import VideoDecodeError
-from .source import SourceKey
+from .._base.keys import SCHEMES, SourceKey, is_url
 
 __all__ = [
     "Network",
     "ObjectChanged",
     "RemoteObject",
-    "RemotePath",
     "close",
     "configure",
     "forget_settings",
-    "is_url",
     "remote_object",
 ]
 
 log = logging.getLogger(__name__)
 
-_SCHEMES = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "az": "abfs",
-    "abfs": "abfs",
-    "abfss": "abfs",
-    "http": "http",
-    "https": "http",
-    "file": "file",
-}
 _EXTRA = {"s3": "s3", "gcs": "gcs", "abfs": "azure", "http": "http", "file": "http"}
-
-
-def is_url(path: object) -> bool:
-    """Whether ``path`` is a URL this module reads (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``http(s)://``, ``file://``)."""
-    if isinstance(path, RemotePath):
-        return True
-    if not isinstance(path, str):
-        return False
-    scheme, sep, _ = path.partition("://")
-    return bool(sep) and scheme.lower() in _SCHEMES
 
 
 @dataclass(frozen=True)
@@ -164,7 +139,7 @@ def remote_object(url: str) -> RemoteObject:
     if not is_url(url):
         raise ValueError(f"not a URL this loader reads: {url!r}")
     prefix, settings = _settings_for(url)
-    protocol = _SCHEMES[url.partition("://")[0].lower()]
+    protocol = SCHEMES[url.partition("://")[0].lower()]
     with _settings_lock:
         fs = _filesystems.get((prefix, protocol))
     if fs is None:
@@ -403,90 +378,3 @@ def forget_settings() -> None:
     close()
     with _settings_lock:
         _settings.clear()
-
-
-class RemotePath(os.PathLike):
-    """A folder or object in a store, with the part of ``pathlib.Path`` that listing a data set uses.
-
-    ``exists``, ``is_dir`` and ``is_file`` ask the store once (then remember);
-    ``iterdir`` lists a folder (a prefix) in one listing, whose entries know their kind.
-    ``str()`` and ``os.fspath()`` give the URL.
-    """
-
-    def __init__(self, url: str, kind: str | None = None) -> None:
-        if not is_url(url):
-            raise ValueError(f"not a URL this loader reads: {url!r}")
-        self.url = url.rstrip("/") if not url.endswith("://") else url
-        self._kind = kind  # "directory", "file", "" (nothing there), or None (not asked yet)
-
-    def __fspath__(self) -> str:
-        return self.url
-
-    def __str__(self) -> str:
-        return self.url
-
-    def __repr__(self) -> str:
-        return f"RemotePath({self.url!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RemotePath) and other.url == self.url
-
-    def __hash__(self) -> int:
-        return hash(self.url)
-
-    def __lt__(self, other: RemotePath) -> bool:
-        return self.url < other.url
-
-    def __truediv__(self, name: str | os.PathLike[str]) -> RemotePath:
-        return RemotePath(f"{self.url}/{os.fspath(name).lstrip('/')}")
-
-    @property
-    def name(self) -> str:
-        return self.url.rsplit("/", 1)[-1]
-
-    @property
-    def suffix(self) -> str:
-        name = self.name
-        dot = name.rfind(".")
-        return name[dot:] if 0 < dot < len(name) - 1 else ""
-
-    def exists(self) -> bool:
-        return self._kind_now() != ""
-
-    def is_dir(self) -> bool:
-        return self._kind_now() == "directory"
-
-    def is_file(self) -> bool:
-        return self._kind_now() == "file"
-
-    def iterdir(self) -> list[RemotePath]:
-        """The folder's entries (one listing request)."""
-        remote = remote_object(self.url)
-        entries = remote._retry(lambda timeout: remote.fs.ls(remote._path, detail=True))
-        scheme = self.url.partition("://")[0]
-        found = []
-        for entry in entries:
-            name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-            url = entry["name"] if remote.protocol == "http" else f"{self.url}/{name}"
-            kind = "directory" if entry.get("type") == "directory" else "file"
-            if url.partition("://")[0] != scheme:
-                url = f"{scheme}://{url.partition('://')[2]}"
-            found.append(RemotePath(url, kind))
-        return found
-
-    def files(self) -> list[RemotePath]:
-        """Every object under this folder, at any depth (one recursive listing)."""
-        remote = remote_object(self.url)
-        names = remote._retry(lambda timeout: remote.fs.find(remote._path))
-        base = remote._path.rstrip("/")
-        return [RemotePath(f"{self.url}{name[len(base) :]}", "file") for name in names if name.startswith(base)]
-
-    def _kind_now(self) -> str:
-        if self._kind is None:
-            remote = remote_object(self.url)
-            try:
-                info = remote._retry(lambda timeout: remote.fs.info(remote._path))
-                self._kind = "directory" if info.get("type") == "directory" else "file"
-            except FileNotFoundError:
-                self._kind = ""
-        return self._kind

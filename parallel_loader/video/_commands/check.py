@@ -1,7 +1,7 @@
 """A pre-flight check of a video set: which files are broken, and why, before training meets them.
 
 ``python -m parallel_loader.video.check ROOT_OR_LIST_OR_CSV`` decodes every
-video once (as a file's index is made, see ``index``) and lists each broken one
+video once (as a file's index is made, see ``_indexes.cache``) and lists each broken one
 with its reason: missing, not a file, not a video, no frame decodes, truncated
 or damaged (not every packet reads and decodes to the end of the file), or
 fewer frames than ``--min-frames``. ``--out FILE`` writes them as JSON lines,
@@ -41,10 +41,11 @@ from ..._data.yield_function import YieldFunction
 from ..._loader.data_loader import DataLoader
 from .._base.errors import VideoDecodeError
 from .._base.file_pass import FileProgress, log_progress_to_stderr
-from .._bytes.source import is_url
+from .._base.keys import is_url
 from .._indexes.cache import default_index_cache
-from .._read.local import probe
+from .._read.clips import probe
 from .._samples.annotations import VIDEO_EXTENSIONS, kinetics_samples
+from .index import video_files
 
 __all__ = ["check_file", "check_videos", "find_videos", "main"]
 
@@ -61,8 +62,6 @@ def find_videos(source: str | os.PathLike[str], root: str | os.PathLike[str] | N
         ValueError: a CSV has neither a ``path`` column nor the Kinetics columns.
     """
     if is_url(source):  # a URL's prefix: every video object under it
-        from .index import video_files
-
         return [p for p in video_files(source) if not any(part.startswith(".") for part in p.split("/")[3:])]
     source = Path(source)
     if not source.exists():

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .._base.errors import VideoDecodeError
 from .._base.file_pass import FileProgress, log_progress_to_stderr
-from .._bytes.source import is_url, local_key
+from .._base.keys import is_url, local_key
+from .._bytes.listing import RemotePath
 from .._indexes.cache import IndexCache
 from .._samples.annotations import VIDEO_EXTENSIONS
 
@@ -34,8 +35,6 @@ __all__ = ["main", "video_files"]
 def video_files(root_or_list: str | os.PathLike[str], extensions: Sequence[str] = tuple(VIDEO_EXTENSIONS)) -> list[str]:
     """The videos under a directory or a URL's prefix (sorted), or those a list file names (in its order)."""
     if is_url(root_or_list):
-        from .._bytes.objects import RemotePath
-
         wanted = {e.lower() for e in extensions}
         return sorted(str(p) for p in RemotePath(os.fspath(root_or_list)).files() if p.suffix.lower() in wanted)
     source = Path(root_or_list).expanduser()

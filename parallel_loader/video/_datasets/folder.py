@@ -1,7 +1,7 @@
 """A yield function over a folder tree ``root/<class>/<video>``, as UCF101 is laid out.
 
 ``VideoFolder`` is the ``VideoDataset`` of the tree's videos, labelled by class
-folder (``annotations.folder_samples``).
+folder (see ``folder_samples``). See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from typing import Literal
 
 from ..._faults.quarantine import Quarantine
 from .._indexes.cache import IndexCache
-from .._samples.annotations import VIDEO_EXTENSIONS, Exclude, folder_samples, root_path
+from .._samples.annotations import VIDEO_EXTENSIONS, folder_samples
+from .._samples.exclude import Exclude
+from .._samples.parsing import root_path
 from .._samples.sampling import Sampling
 from .dataset import VideoDataset
 
@@ -22,15 +24,11 @@ __all__ = ["VideoFolder"]
 class VideoFolder(VideoDataset):
     """Batches of clips and labels from a tree ``root/<class>/<video>``, as UCF101 is laid out.
 
-    The ``VideoDataset`` of ``folder_samples(root, classes, extensions)``: the
-    labels are the indices of the class folders' names in sorted order
-    (``self.classes``), the samples the videos in sorted order, and
-    ``self.samples`` lists them as ``(path, label, frames)``. Everything else,
-    batches, sampling, augmentation, multi-view evaluation and the handling of
-    bad videos, is ``VideoDataset``'s: see there.
-
-    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
-    are ignored.
+    It is the ``VideoDataset`` of ``folder_samples(root, classes, extensions)``.
+    The labels are the indices of the class folders' names, in sorted order
+    (``classes``). The samples are the videos, in sorted order. Files and folders
+    whose names start with ``.`` are ignored. Everything else works as in
+    ``VideoDataset``: batches, sampling, augmentation, views and bad videos.
 
     Args:
         root: the folder whose subfolders are the classes.
@@ -46,9 +44,10 @@ class VideoFolder(VideoDataset):
         classes: class folder names to use, in label order (e.g. the training set's
             ``classes`` for a validation set); default: every subfolder, sorted.
         extensions: the file name endings that count as videos; other files are ignored.
-        exact_counts: count each video's frames by decoding it, instead of trusting its header.
-        seek: passed to ``read_clip``: start at the keyframe before a clip (exact, the default) or, with
-            ``False``, decode every frame from the first.
+        exact_counts: index every video at construction and count the frames
+            that decode, finding bad files there.
+        seek: passed to ``read_clip``: start at the keyframe before a clip, or
+            decode every frame from the first with ``False``.
         sampling: ``"clip"`` or ``"segments"``, see ``VideoDataset``.
         num_clips: clips per video in evaluation; given, the batch has a views axis.
         num_crops: crops per clip in evaluation, 1 or 3; given, the batch has a views axis.
@@ -58,10 +57,16 @@ class VideoFolder(VideoDataset):
         find_missing: name files gone since the folders were listed, see ``VideoDataset``.
 
     Raises:
+        TypeError: ``root`` is not a path, or an argument has the wrong type.
         ValueError: an argument is out of range, or ``root`` has no class folder
             or no video (the message says where it looked).
-        FileNotFoundError: ``root`` or a named class folder does not exist.
-        VideoDecodeError: with ``on_error="raise"``, a video does not open or is too short.
+        FileNotFoundError: ``root``, a named class folder or the ``exclude`` file
+            does not exist; or, with ``on_error="raise"``, a video is gone since the
+            folders were listed.
+        VideoDecodeError: with ``on_error="raise"`` and ``exact_counts=True``, a
+            video does not open or is too short.
+
+    See :doc:`/video/datasets`.
     """
 
     def __init__(

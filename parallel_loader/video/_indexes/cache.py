@@ -1,9 +1,9 @@
 """Each video file's index, made once and kept: ``IndexCache``, in memory and in a store on disk shared by runs.
 
 ``read_clip`` does not trust a container's header (frame counts, frame rates,
-seeks): it asks an ``IndexCache`` for the file's ``VideoIndex`` (see ``facts``).
+seeks): it asks an ``IndexCache`` for the file's ``VideoIndex`` (see ``_base.facts``).
 The cache makes a missing one from the file's packets, without decoding, where
-the packets give the evidence that this is exact (``packet_index``), and
+the packets give the evidence that this is exact (``packets``), and
 otherwise by decoding the file once (``scan``), handing the decoded frames to
 the reader that asked so that its clip comes from the same pass.
 
@@ -31,9 +31,12 @@ from av.container import InputContainer
 from av.video.stream import VideoStream
 
 from .._base.facts import VideoIndex, decode, encode
-from .._bytes.source import SourceKey, is_url, source_key
-from .._media.frames import open_video
-from .packets import from_packets
+from .._base.keys import Fetched, SourceKey, is_url
+from .._bytes.objects import RemoteObject, remote_object
+from .._bytes.source import source_key
+from .header import index_object
+from .make import make_index
+from .packet_table import PacketTable
 from .scan import not_seekable_warning, scan
 from .store import IndexStore, Record
 
@@ -44,6 +47,7 @@ __all__ = [
     "VideoIndex",
     "default_directory",
     "default_index_cache",
+    "index_remote",
     "set_default_index_cache",
 ]
 
@@ -145,20 +149,19 @@ class IndexCache:
                 opening the file again; never called otherwise. It must not raise.
 
         A URL's index is the one kept for it, without a request to check its
-        version (its reads check that), or made from its header (see ``ranged``).
+        version (its reads check that), or made from its header (see ``header``).
 
         Raises:
             FileNotFoundError: there is no file at ``path``.
             VideoDecodeError: the file cannot be opened as a video.
         """
         if is_url(path):
-            from .._read.remote import remote_index
-
-            return remote_index(str(path), self)
+            found = self.latest(os.fspath(path))
+            return found[1] if found is not None else index_remote(remote_object(os.fspath(path)), self)[1]
         key = source_key(path)
         index = self.lookup(key)
         if index is None:
-            index = _make(path, key, on_frame, on_index)
+            index = make_index(path, key, on_frame, on_index)
             self.put(key, index)
         return index
 
@@ -306,23 +309,6 @@ def _charge(name: str, entry: bytes) -> int:
     return sys.getsizeof(name) + sys.getsizeof(entry) + _SLOT_BYTES
 
 
-def _make(
-    path: str | os.PathLike[str],
-    key: SourceKey,
-    on_frame: Callable[[int, av.VideoFrame], None] | None = None,
-    on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
-) -> VideoIndex:
-    """A new index: from the packets where they tell (then ``on_index``), else by decoding (feeding ``on_frame``)."""
-    with open_video(path) as (container, stream):
-        found = from_packets(container, stream, key.size)
-        if isinstance(found, VideoIndex):
-            if on_index is not None:
-                on_index(container, stream, found)
-            return found
-    log.debug("video %s is indexed by decoding: %s", key.name, found)
-    return scan(path, on_frame)
-
-
 def default_index_cache() -> IndexCache:
     """The cache ``read_clip``, ``frame_count`` and ``VideoDataset`` use unless given another.
 
@@ -345,6 +331,15 @@ def set_default_index_cache(cache: IndexCache) -> None:
     if not isinstance(cache, IndexCache):
         raise TypeError(f"expected an IndexCache, got {type(cache).__name__}")
     _default[0] = cache
+
+
+def index_remote(
+    remote: RemoteObject, cache: IndexCache
+) -> tuple[SourceKey, VideoIndex, PacketTable | None, Fetched | None]:
+    """Index an object now and keep the index with its packet table: ``(key, index, table, fetched or None)``."""
+    key, index, table, fetched = index_object(remote)
+    cache.put(key, index, extra=b"" if table is None else table.encode())
+    return key, index, table, fetched
 
 
 _default: list[IndexCache | None] = [None]  # one slot, so that replacing it is one atomic store

@@ -2,7 +2,7 @@
 
 A container's header and timestamps can be wrong (a frame count that is not
 what decodes, timestamp gaps, timestamps missing, seeks that land elsewhere), so
-where the packets alone cannot be trusted (see ``packet_index``) ``scan`` makes
+where the packets alone cannot be trusted (see ``_indexes.packets``) ``scan`` makes
 the file's ``VideoIndex`` by decoding every frame once, in order:
 
 * the frame count, as decoding from the first frame counts;

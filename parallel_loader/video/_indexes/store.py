@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._base.facts import get_varint, put_varint
-from .._bytes.source import SourceKey
+from .._base.keys import SourceKey
 
 __all__ = ["IndexStore", "Record"]
 

@@ -1,9 +1,6 @@
-"""Sample lists: which videos, or segments of videos, a data set holds, and their labels.
+"""Readers of sample lists: which videos, or segments of videos, a data set holds, and their labels.
 
-A ``SampleList`` is the class names in label order and the samples, each a
-``VideoSample``: a file, a label, and optionally the segment of the file to
-sample from (``start`` and ``end`` in seconds, as Kinetics and AVA-style CSVs
-give them). The readers here build one from the layouts public data sets ship:
+Each reader builds a ``SampleList`` from a layout that public data sets ship:
 
 * ``folder_samples``: a tree ``root/<class>/<video>``;
 * ``ucf101_samples``: UCF101's ``classInd.txt`` and ``trainlist0N.txt`` / ``testlist0N.txt``;
@@ -11,41 +8,41 @@ give them). The readers here build one from the layouts public data sets ship:
 * ``kinetics_samples``: a CSV ``label,youtube_id,time_start,time_end,split``;
 * ``sample_list``: an explicit list of ``(path, label)`` or ``(path, label, start, end)``.
 
-Each reader takes ``exclude``: files to leave out, such as the broken ones the
-check command lists (``python -m parallel_loader.video.check``), see ``excluding``.
-
-Readers check what they read: a malformed line or an unknown class is an
-``AnnotationError`` that names the file and the line. They do not open the
-videos; each sample remembers where it was listed (``origin``) so that the data
-set that opens them (``VideoDataset``) can say where a missing or bad file came from.
+Each reader takes ``exclude``, the files to leave out (see ``excluding``). A
+malformed line or an unknown class is an ``AnnotationError`` that names the file
+and the line. No reader opens a video. Each sample keeps where it was listed
+(``origin``), so errors about its file can say so. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
 
 import csv
-import json
-import logging
 import math
 import os
 import string
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
-from .._bytes.source import is_url
+from .._base.keys import is_url
+from .exclude import Exclude, excluding
+from .parsing import (
+    AnnotationError,
+    check_segment,
+    column_seconds,
+    field_lines,
+    nonempty,
+    root_path,
+    some_names,
+    whole_seconds,
+)
 from .sample_list import SampleList, SampleListBuilder, VideoSample, common_folder
 
 __all__ = [
-    "VIDEO_EXTENSIONS",
-    "AnnotationError",
-    "Exclude",
     "KINETICS_PATTERN",
-    "SampleList",
-    "VideoSample",
-    "excluded_paths",
-    "excluding",
+    "VIDEO_EXTENSIONS",
     "folder_samples",
     "hmdb51_samples",
     "kinetics_samples",
@@ -53,30 +50,11 @@ __all__ = [
     "ucf101_samples",
 ]
 
-log = logging.getLogger(__name__)
-
-# Files to leave out: the check command's JSON-lines output (or a text file of paths), or the paths themselves.
-Exclude = str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None
-
 VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
 
 # Where the Kinetics download scripts put a clip: under its label, named by its video and times.
 KINETICS_PATTERN = "{label}/{youtube_id}_{time_start:06d}_{time_end:06d}.mp4"
 _KINETICS_COLUMNS = ("label", "youtube_id", "time_start", "time_end")
-
-
-class AnnotationError(ValueError):
-    """An annotation file or a sample list cannot be used as it is: a malformed line, an unknown class.
-
-    Attributes:
-        origin: where the problem is, such as ``"trainlist01.txt, line 17"``.
-        reason: what is wrong there.
-    """
-
-    def __init__(self, origin: str, reason: str) -> None:
-        self.origin = origin
-        self.reason = reason
-        super().__init__(f"{origin}: {reason}")
 
 
 def sample_list(
@@ -89,9 +67,10 @@ def sample_list(
     """Make a sample list from ``(path, label)`` or ``(path, label, start_seconds, end_seconds)`` rows.
 
     Labels are either all ints (indices into ``classes``) or all strings (class
-    names). Without ``classes``, int labels name their classes ``"0"``,
-    ``"1"``, ... up to the largest label, and string labels are sorted. A
-    segment's ``start`` or ``end`` may be ``None`` for the start or end of the video.
+    names). Without ``classes``, int labels name their classes ``"0"``, ``"1"``,
+    ... up to the largest label. Without ``classes``, string labels are sorted.
+    A segment's ``start`` or ``end`` may be ``None`` for the start or end of the
+    video. See :doc:`/video/datasets`.
 
     Args:
         rows: the samples.
@@ -118,7 +97,7 @@ def sample_list(
         if root is not None:
             path = os.path.join(root, path)
         start, end = (row[2], row[3]) if len(row) == 4 else (None, None)
-        parsed.append((path, *_segment(origin, start, end)))
+        parsed.append((path, *check_segment(origin, start, end)))
         labels.append(row[1])
     if all(isinstance(label, str) for label in labels):
         names = sorted(set(labels)) if classes is None else list(classes)
@@ -131,23 +110,12 @@ def sample_list(
         raise AnnotationError("the sample list", "labels must be all ints (class indices) or all strings (class names)")
     for i, label in enumerate(labels):
         if lookup[label] is None:
-            raise AnnotationError(f"sample {i}", f"unknown class {label!r}: the classes are {_some(names)}")
+            raise AnnotationError(f"sample {i}", f"unknown class {label!r}: the classes are {some_names(names)}")
     prefix = common_folder([path for path, _, _ in parsed])
     builder = SampleListBuilder(prefix)
     for i, (path, start, end) in enumerate(parsed):
         builder.add(path[len(prefix) :], lookup[labels[i]], start, end, origin=("sample {}", i))
     return excluding(builder.build(names), exclude)
-
-
-def root_path(root: object) -> Path:
-    """``root`` as a ``Path`` (a URL: a ``remote.RemotePath``), refusing what is not a path with a clear message."""
-    if not isinstance(root, str | os.PathLike):
-        raise TypeError(f"root must be the path of a folder of class folders, got {type(root).__name__} {root!r}")
-    if is_url(root):
-        from .._bytes.objects import RemotePath
-
-        return RemotePath(os.fspath(root))  # type: ignore[return-value]
-    return Path(root)
 
 
 def _one_level_down(root: Path, name: str, extensions: set[str]) -> str:
@@ -167,10 +135,11 @@ def folder_samples(
     *,
     exclude: Exclude = None,
 ) -> SampleList:
-    """The videos of a tree ``root/<class>/<video>``, labelled by class folder.
+    """Return the videos of a tree ``root/<class>/<video>``, labelled by class folder.
 
-    Files and folders whose names start with ``.`` (such as macOS's ``._clip.avi``)
-    are ignored, as are files whose names do not end in one of ``extensions``.
+    Files and folders whose names start with ``.`` are ignored, such as macOS's
+    ``._clip.avi``. So are files whose names do not end in one of ``extensions``.
+    See :doc:`/video/datasets`.
 
     Args:
         root: the folder whose subfolders are the classes.
@@ -231,13 +200,13 @@ def ucf101_samples(
     *,
     exclude: Exclude = None,
 ) -> SampleList:
-    """The videos of one UCF101 split, from the files of ``UCF101TrainTestSplits``.
+    """Return the videos of one UCF101 split, from the files of ``UCF101TrainTestSplits``.
 
     ``split_dir/classInd.txt`` numbers the classes from 1 (``1 ApplyEyeMakeup``);
     ``trainlist0N.txt`` lists ``<class>/<video> <number>`` and ``testlist0N.txt``
     just ``<class>/<video>``. Labels are the class numbers less one, so they run
     from 0 in ``classInd.txt``'s order. A video's class is its folder's; where a
-    line also gives a number, the two must agree.
+    line also gives a number, the two must agree. See :doc:`/video/datasets`.
 
     Args:
         root: the folder holding ``<class>/<video>.avi``.
@@ -248,16 +217,16 @@ def ucf101_samples(
 
     Raises:
         FileNotFoundError: ``classInd.txt`` or the list is missing.
-        AnnotationError: a malformed line, a video in a class folder that
-            ``classInd.txt`` does not list, or a number that disagrees with the
-            folder; the error names the file and the line.
+        AnnotationError: a line is malformed, names a class that ``classInd.txt``
+            does not list, or gives a number that disagrees with its folder. The
+            error names the file and the line.
     """
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
     split_dir = Path(split_dir)
     numbered: dict[int, tuple[str, str]] = {}  # class number -> (name, origin)
     index_file = split_dir / "classInd.txt"
-    for origin, fields in _lines(index_file):
+    for origin, fields in field_lines(index_file):
         if len(fields) != 2 or not fields[0].isdigit() or int(fields[0]) < 1:
             raise AnnotationError(origin, f"expected '<number from 1> <class name>', got {' '.join(fields)!r}")
         number = int(fields[0])
@@ -270,7 +239,7 @@ def ucf101_samples(
     classes = tuple(numbered[k][0] for k in sorted(numbered))
     label_of = {name: k for k, name in enumerate(classes)}
     samples = []
-    for origin, fields in _lines(split_dir / f"{subset}list{split:02d}.txt"):
+    for origin, fields in field_lines(split_dir / f"{subset}list{split:02d}.txt"):
         relative = fields[0]
         parts = relative.replace("\\", "/").split("/")
         name = parts[0]
@@ -284,7 +253,7 @@ def ucf101_samples(
                 origin, f"class number {fields[1]!r}, but the video is in folder {name!r}, number {label + 1}"
             )
         samples.append(VideoSample(str(root_path(root) / relative), label, origin=origin))
-    return excluding(SampleList(classes, _nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
+    return excluding(SampleList(classes, nonempty(samples, split_dir / f"{subset}list{split:02d}.txt")), exclude)
 
 
 def hmdb51_samples(
@@ -296,11 +265,12 @@ def hmdb51_samples(
     *,
     exclude: Exclude = None,
 ) -> SampleList:
-    """The videos of one HMDB51 split, from the ``<class>_test_split<N>.txt`` files.
+    """Return the videos of one HMDB51 split, from the ``<class>_test_split<N>.txt`` files.
 
     Each file lists its class's videos, one per line, with a mark: ``1`` for
     training, ``2`` for testing, ``0`` for neither. The classes are the files'
     names less ``_test_split<N>.txt``, sorted, unless ``classes`` gives them.
+    See :doc:`/video/datasets`.
 
     Args:
         root: the folder holding ``<class>/<video>.avi``.
@@ -327,14 +297,14 @@ def hmdb51_samples(
     samples = []
     for file, name in zip(files, names, strict=True):
         if name not in classes:
-            raise AnnotationError(str(file), f"class {name!r} is not one of the classes given: {_some(classes)}")
+            raise AnnotationError(str(file), f"class {name!r} is not one of the classes given: {some_names(classes)}")
         label = classes.index(name)
-        for origin, fields in _lines(file):
+        for origin, fields in field_lines(file):
             if len(fields) != 2 or fields[1] not in ("0", "1", "2"):
                 raise AnnotationError(origin, f"expected '<video> <0, 1 or 2>', got {' '.join(fields)!r}")
             if fields[1] == marks[subset]:
                 samples.append(VideoSample(str(root_path(root) / name / fields[0]), label, origin=origin))
-    return excluding(SampleList(classes, _nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
+    return excluding(SampleList(classes, nonempty(samples, Path(split_dir) / f"*{suffix}")), exclude)
 
 
 def kinetics_samples(
@@ -347,14 +317,14 @@ def kinetics_samples(
     *,
     exclude: Exclude = None,
 ) -> SampleList:
-    """The clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
+    """Return the clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
 
-    Each row's file is ``root / pattern.format(**row)``, where the row's times
-    are numbers (ints when whole) and its other columns strings; the default
+    Each row's file is ``root / pattern.format(**row)``. There, the row's times
+    are numbers (ints when whole) and its other columns strings. The default
     pattern is the Kinetics download scripts' ``<label>/<id>_<start:06d>_<end:06d>.mp4``.
-    Whether a file holds just its segment (``trimmed``) or the whole video, from
-    which the samples then take ``[time_start, time_end)``, is by default read
-    off the pattern: a pattern that names a time is taken to name a trimmed clip.
+    A file holds just its segment (``trimmed``), or the whole video. From a whole
+    video, the samples take ``[time_start, time_end)``. By default, a pattern that
+    names a time is taken to name a trimmed clip. See :doc:`/video/datasets`.
 
     Args:
         csv_file: the CSV; more columns than the four needed are fine.
@@ -368,9 +338,9 @@ def kinetics_samples(
 
     Raises:
         FileNotFoundError: there is no ``csv_file``.
-        AnnotationError: a column is missing, the pattern names a column the CSV
-            lacks, or a row is malformed, has an unknown label, or its times do
-            not make a segment; the error names the file and the line.
+        AnnotationError: a column is missing, or the pattern names a column the
+            CSV lacks. Or a row is malformed, has an unknown label, or its times do
+            not make a segment. The error names the file and the line.
     """
     csv_file = Path(csv_file)
     fields_used = {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
@@ -409,9 +379,11 @@ def kinetics_samples(
             if not ok:  # the checks again, slowly, for their message
                 origin = f"{csv_file}, line {line}"
                 row = dict(zip(header, fields, strict=True))
-                start, end = _segment(origin, _number(origin, row, "time_start"), _number(origin, row, "time_end"))
+                start, end = check_segment(
+                    origin, column_seconds(origin, row, "time_start"), column_seconds(origin, row, "time_end")
+                )
             values = dict(zip(header, fields, strict=True))
-            values["time_start"], values["time_end"] = _whole(start), _whole(end)
+            values["time_start"], values["time_end"] = whole_seconds(start), whole_seconds(end)
             try:
                 relative = pattern.format(**values)
             except (ValueError, KeyError, IndexError) as exc:
@@ -426,7 +398,8 @@ def kinetics_samples(
                 label = label_of.get(name, -1)
                 if label < 0:
                     origin = f"{csv_file}, line {line}"
-                    raise AnnotationError(origin, f"unknown label {name!r}: the classes are {_some(tuple(classes))}")
+                    known = some_names(tuple(classes))
+                    raise AnnotationError(origin, f"unknown label {name!r}: the classes are {known}")
             if trimmed:
                 builder.add(relative, label, None, None, (template, line))
             else:
@@ -443,111 +416,3 @@ def kinetics_samples(
     else:
         built = builder.build(tuple(classes))
     return excluding(built, exclude)
-
-
-def excluded_paths(exclude: Exclude) -> frozenset[str]:
-    """The files ``exclude`` names, as absolute normalised paths.
-
-    ``exclude`` is ``None`` (none), a file, or the paths themselves. The file is
-    what ``python -m parallel_loader.video.check --out`` writes: one JSON object
-    a line with a ``"path"``; a line that is not JSON is taken as a path itself,
-    so a plain list of paths works too. Relative paths in the file are relative
-    to the working directory, as the check command writes them.
-
-    Raises:
-        FileNotFoundError: ``exclude`` names a file that does not exist.
-        AnnotationError: a JSON line has no ``"path"``.
-    """
-    if exclude is None:
-        return frozenset()
-    if isinstance(exclude, str | os.PathLike):
-        paths = []
-        for origin, line in _raw_lines(Path(exclude)):
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                paths.append(line)
-                continue
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-                raise AnnotationError(origin, f'expected a JSON object with a "path", or a path, got {line!r}')
-            paths.append(entry["path"])
-    else:
-        paths = [os.fspath(p) for p in exclude]
-    return frozenset(_normal(p) for p in paths)
-
-
-def excluding(samples: SampleList, exclude: Exclude) -> SampleList:
-    """``samples`` without those whose file ``exclude`` names (see ``excluded_paths``); the classes stay.
-
-    Raises:
-        ValueError: every sample is excluded.
-    """
-    left_out = excluded_paths(exclude)
-    if not left_out:
-        return samples
-    mask = np.fromiter((_normal(p) not in left_out for p in samples.paths()), bool, len(samples))
-    if not mask.any():
-        raise ValueError(f"every one of the {len(samples)} samples is in the excluded files: none left")
-    if not mask.all():
-        log.info("left out %d of %d samples whose files are excluded", len(samples) - mask.sum(), len(samples))
-        return samples.keep(mask)
-    return samples
-
-
-def _normal(path: str) -> str:
-    return os.path.normpath(os.path.abspath(path))
-
-
-def _raw_lines(path: Path) -> Iterator[tuple[str, str]]:
-    """``(origin, line)`` for each non-blank line of a text file, stripped."""
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                yield f"{path}, line {number}", line.strip()
-
-
-def _lines(path: Path) -> Iterator[tuple[str, list[str]]]:
-    """``(origin, fields)`` for each non-blank line of a whitespace-separated text file (CRLF or LF)."""
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            fields = line.split()
-            if fields:
-                yield f"{path}, line {number}", fields
-
-
-def _segment(origin: str, start: object, end: object) -> tuple[float | None, float | None]:
-    """Check a segment's times in seconds: numbers or ``None``, ``0 <= start < end``."""
-    for name, value in (("start", start), ("end", end)):
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float | np.number) or not math.isfinite(value)
-        ):
-            raise AnnotationError(origin, f"the segment's {name} must be a number of seconds or None, got {value!r}")
-    if start is not None and start < 0:
-        raise AnnotationError(origin, f"the segment starts before 0 s: {start!r}")
-    if start is not None and end is not None and end <= start:
-        raise AnnotationError(origin, f"the segment ends at {end!r} s, not after its start at {start!r} s")
-    return (None if start is None else float(start)), (None if end is None else float(end))
-
-
-def _number(origin: str, row: dict[str, str], column: str) -> float:
-    try:
-        return float(row[column])
-    except ValueError:
-        raise AnnotationError(origin, f"{column} must be a number of seconds, got {row[column]!r}") from None
-
-
-def _whole(seconds: float) -> int | float:
-    """An int for a whole number of seconds, so that a pattern can format it with ``:06d``."""
-    return int(seconds) if seconds.is_integer() else seconds
-
-
-def _nonempty(samples: list[VideoSample], where: object) -> tuple[VideoSample, ...]:
-    if not samples:
-        raise ValueError(f"{where} lists no video")
-    return tuple(samples)
-
-
-def _some(names: Sequence[str], limit: int = 10) -> str:
-    """The first few names, for an error message."""
-    shown = ", ".join(repr(n) for n in names[:limit])
-    return f"{shown}, ... ({len(names)} in all)" if len(names) > limit else shown

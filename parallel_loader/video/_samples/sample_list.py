@@ -1,27 +1,11 @@
 """Compact sample lists: a million samples in tens of megabytes, cheap to index, slice and pickle.
 
-A ``SampleList`` is the class names in label order and the samples, each a
-``VideoSample``: a file, a label, optionally the segment of the file to sample
-from (``start`` and ``end`` in seconds) and where it was listed (``origin``).
-The samples are not kept as objects but in columns:
-
-* the paths: a shared ``prefix`` (such as the data set's root and a separator)
-  and each path's rest, encoded in UTF-8 one after another in one ``bytes``,
-  with the offsets where each starts in an ``int64`` array;
-* the labels, an ``int32`` array; the segments' ``start`` and ``end``, two
-  ``float64`` arrays (NaN for none), kept only when some sample has a segment;
-* where each was listed: one of a few templates (``"train.csv, line {}"``,
-  ``"sample {}"``) and a number, two ``int32`` arrays.
-
-So a sample costs its path's rest in bytes plus about 20 bytes (36 with
-segments): about 60 bytes for a Kinetics-style ``<label>/<id>_<start>_<end>.mp4``.
-``len``, ``list[i]`` (a ``VideoSample`` made on demand) and ``list[a:b]`` (a
-``SampleList`` sharing nothing mutable) are cheap, and a list pickles as its
-arrays. ``SampleList.samples``, the whole tuple of ``VideoSample`` objects, is
-made on each access: meant for small lists and tests.
-
-Nothing here opens a video file; ``missing_files`` lists each folder once to
-name the files that are not there.
+A ``SampleList`` is the class names in label order and the samples. Each
+sample is a ``VideoSample``: a file, a label, an optional segment and where it
+was listed. The samples are kept in columns of arrays, not as objects: about 60
+bytes a sample for Kinetics-style names. Nothing here opens a video file;
+``missing_files`` lists each folder once to name the files that are not there.
+See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
@@ -34,7 +18,7 @@ from typing import overload
 
 import numpy as np
 
-from .._bytes.source import is_url
+from .._base.keys import is_url
 
 __all__ = ["SampleList", "SampleListBuilder", "VideoSample", "common_folder", "missing_files"]
 
@@ -281,10 +265,10 @@ def _split_origin(origin: str) -> tuple[str, int]:
 
 
 def missing_files(paths: Iterable[str]) -> list[int]:
-    """The positions of the paths that name nothing, found by listing each folder once (no file is opened).
+    """Return the positions of the paths that name nothing, found by listing each folder once (no file is opened).
 
     A folder that cannot be listed (missing, not a folder, no permission) makes
-    every path in it missing; a broken link counts as there (its read fails).
+    every path in it missing. A broken link counts as there (its read fails).
     A URL is left to its first read: asking the store would cost a request per video.
     """
     listings: dict[str, frozenset[str] | None] = {}

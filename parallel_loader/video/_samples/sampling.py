@@ -2,20 +2,15 @@
 
 Two temporal samplings, chosen per data set:
 
-* ``"clip"``: ``clip_len`` frames ``stride`` apart, starting at a random frame
-  in training (temporal jitter) and at the centre in evaluation;
+* ``"clip"``: ``clip_len`` frames ``stride`` apart, from a random start in
+  training (temporal jitter) and from the centre in evaluation;
 * ``"segments"`` (as TSN): the frames split into ``clip_len`` equal segments,
-  one frame from each, at a random place in training and at the centre in evaluation.
+  one frame from each, at random in training and at the centre in evaluation.
 
-In evaluation a sample can give several views: ``num_clips`` clips spread
-evenly over its frames (clip ``j`` of ``n`` centred in the ``j``-th of ``n``
-equal parts of the possible starts, so that one clip is the centre clip) times
-``num_crops`` crops (1: the centre; 3: left, centre and right along the long
-side of the frame, or top, centre and bottom when it is taller than wide).
-Training takes one random crop and flips it horizontally with probability 1/2.
-
-These are pure functions of their arguments and of a ``numpy`` generator, which
-the caller keys on the sample (see ``VideoDataset``); they decode nothing.
+In evaluation a sample can give ``num_clips`` clips spread evenly over its
+frames, times ``num_crops`` crops. Training takes one random crop, flipped
+horizontally with probability 1/2. These are pure functions of their arguments
+and of a ``numpy`` generator; they decode nothing. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations

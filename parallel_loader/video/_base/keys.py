@@ -1,0 +1,104 @@
+"""What names a video's bytes: a file's or a URL's identity (``SourceKey``), and which paths are URLs.
+
+A file's index is valid for one version of its bytes, so everything that keeps
+an index keys it by ``SourceKey``: a name, a size and a version. For a local
+file these are its absolute path, its size and its modification time. A URL's
+key is its URL, size and ETag. ``Fetched`` holds a remote file's bytes in
+memory, named by its key. Nothing here opens a network connection or decodes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import NamedTuple
+
+from .errors import require_file
+
+__all__ = ["SCHEMES", "Fetched", "SourceKey", "UrlPath", "is_url", "local_key", "url_scheme"]
+
+# A URL's scheme -> the fsspec protocol that reads it.
+SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gcs",
+    "gcs": "gcs",
+    "az": "abfs",
+    "abfs": "abfs",
+    "abfss": "abfs",
+    "http": "http",
+    "https": "http",
+    "file": "file",
+}
+
+
+class UrlPath(os.PathLike):
+    """The base of path-like objects that name a URL (``RemotePath``): ``os.fspath`` gives the URL."""
+
+    __slots__ = ()
+
+
+def url_scheme(path: object) -> str | None:
+    """The scheme of a URL this package reads (``"s3"``, ``"https"``...), lower-cased, or None for anything else."""
+    if isinstance(path, UrlPath):
+        path = os.fspath(path)
+    if not isinstance(path, str):
+        return None
+    scheme, sep, _ = path.partition("://")
+    scheme = scheme.lower()
+    return scheme if sep and scheme in SCHEMES else None
+
+
+def is_url(path: object) -> bool:
+    """Whether ``path`` is a URL (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``http(s)://``, ``file://``)."""
+    return url_scheme(path) is not None
+
+
+class SourceKey(NamedTuple):
+    """Which bytes an index describes: ``name`` at ``size`` bytes, in version ``version``.
+
+    ``version`` is ``"m<hex>"`` for a local file, its modification time in
+    nanoseconds; other sources use their own scheme (another first letter, such
+    as ``"e"`` and an ETag), so versions from two schemes never compare equal.
+    """
+
+    name: str
+    size: int
+    version: str
+
+
+def local_key(path: str | os.PathLike[str]) -> SourceKey:
+    """The key of the local file at ``path`` now (one ``stat``).
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: ``path`` is not a file.
+    """
+    name = os.path.abspath(path)
+    try:
+        info = os.stat(name)
+    except FileNotFoundError:
+        raise FileNotFoundError(2, "no such video file", os.fspath(path)) from None
+    if not stat.S_ISREG(info.st_mode):
+        require_file(path)
+    return SourceKey(name, info.st_size, f"m{info.st_mtime_ns:x}")
+
+
+class Fetched(os.PathLike):
+    """A remote video's bytes, fetched whole: opened from memory, named (in errors, in the index) by its URL.
+
+    Attributes:
+        key: the object's URL, size and version.
+        data: all its bytes.
+    """
+
+    def __init__(self, key: SourceKey, data: bytes) -> None:
+        if len(data) != key.size:
+            raise ValueError(f"{key.name}: {len(data)} bytes fetched, but the object has {key.size}")
+        self.key, self.data = key, data
+
+    def __fspath__(self) -> str:
+        return self.key.name
+
+    def __repr__(self) -> str:
+        return f"Fetched({self.key.name!r}, {self.key.size} bytes)"

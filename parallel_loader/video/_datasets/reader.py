@@ -1,0 +1,279 @@
+"""Reading one sample of a ``VideoDataset``: its frames, its header, and its clips into a batch.
+
+A ``Video`` is one sample as a read needs it. A ``SampleReader`` holds what a
+read needs to know: the clip's shape, the sampling and the output type. It
+learns a sample's frames from its file's index and header at the first read.
+``SampleView`` is the dataset's ``samples``. See :doc:`/video/datasets`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._base.errors import VideoDecodeError
+from .._base.info import VideoInfo
+from .._indexes.cache import IndexCache
+from .._read.clips import probe, read_clip
+from .._samples.sample_list import SampleList
+from .._samples.sampling import Sampling, crops, frames_needed, temporal_views
+
+__all__ = ["EXACT_HINT", "SampleReader", "SampleView", "Video", "frame_range", "listed"]
+
+# Headers read (a segment's frame rate, a damaged file's claimed count) kept per dataset, most recent last.
+_HEADERS_KEPT = 4096
+
+EXACT_HINT = "; exact_counts=True finds such files at construction (it counts every file's frames by decoding it)"
+
+
+@dataclass(frozen=True)
+class Video:
+    """One sample, as a read needs it: its file, label, segment times (``None`` for an end) and where it was listed."""
+
+    path: str
+    label: int
+    start: float | None
+    end: float | None
+    origin: str
+
+    @classmethod
+    def at(cls, samples: SampleList, i: int) -> Video:
+        """Return sample ``i`` of ``samples``."""
+        return cls(samples.path(i), samples.label(i), *samples.segment(i), samples.origin(i))
+
+    @property
+    def whole(self) -> bool:
+        """Whether the sample is its whole file, not a segment of it."""
+        return self.start is None and self.end is None
+
+    @property
+    def segment(self) -> str:
+        """Its times, ``"[start, end) s"``, or "" for a whole file."""
+        return "" if self.whole else _times(self.start, self.end)
+
+    @property
+    def key(self) -> str:
+        """What the sample is listed under in ``skipped`` when it alone is bad: its file, or its segment of it."""
+        return f"{self.path} {self.segment}" if self.segment else self.path
+
+
+class SampleReader:
+    """Reads the clips of one sample into a batch, and says why a sample gives none.
+
+    Args:
+        clip_len: frames per clip.
+        stride: the step between a clip's frames (``sampling="clip"``).
+        sampling: ``"clip"`` or ``"segments"``.
+        size: ``(height, width)`` of the output frames.
+        decode_size: ``(height, width)`` the frames are decoded at, before the crop.
+        dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
+        seek: passed to ``read_clip``.
+        exact_counts: trust the frames that decode over a damaged file's header.
+        num_clips: clips per sample.
+        num_crops: crops per clip.
+        views: views per sample, or ``None`` for a batch without a views axis.
+        train: draw the clips and crops at random; otherwise take the centre ones.
+    """
+
+    def __init__(
+        self,
+        *,
+        clip_len: int,
+        stride: int,
+        sampling: Sampling,
+        size: tuple[int, int],
+        decode_size: tuple[int, int],
+        dtype: str,
+        seek: bool,
+        exact_counts: bool,
+        num_clips: int,
+        num_crops: int,
+        views: int | None,
+        train: bool,
+    ) -> None:
+        self.clip_len = clip_len
+        self.stride = stride
+        self.sampling = sampling
+        self.span = frames_needed(sampling, clip_len, stride)  # the fewest frames a sample needs
+        self.size = size
+        self.decode_size = decode_size
+        self.dtype = dtype
+        self.seek = seek
+        self.exact_counts = exact_counts
+        self.num_clips = num_clips
+        self.num_crops = num_crops
+        self.views = views
+        self.train = train
+        self._headers: dict[str, VideoInfo] = {}  # headers read, see header
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle the settings; the headers read are read again where the reader is unpickled."""
+        return {**self.__dict__, "_headers": {}}
+
+    def header(self, path: str) -> VideoInfo:
+        """Return what ``path``'s header says (read once per dataset, for the last few thousand files asked)."""
+        info = self._headers.get(path)
+        if info is None:
+            info = probe(path)
+            if len(self._headers) >= _HEADERS_KEPT:
+                self._headers.clear()  # a dict written by several threads: only whole-dict operations
+            self._headers[path] = info
+        return info
+
+    def header_frames(self, video: Video) -> int:
+        """Return the frames ``video``'s header claims for it, or 0 when the header cannot be read."""
+        _, (first, stop) = self._claimed(video, (0, 0))
+        return max(0, stop - first)
+
+    def _claimed(self, video: Video, default: tuple[int, int]) -> tuple[VideoInfo | None, tuple[int, int]]:
+        """Return ``video``'s header and the frames it claims for it; ``(None, default)`` if it cannot be read."""
+        try:
+            header = self.header(video.path)
+        except (VideoDecodeError, OSError):
+            return None, default
+        return header, frame_range(video.start, video.end, header.frames, header.fps or 1.0)
+
+    def range(self, video: Video, cache: IndexCache) -> tuple[int, int]:
+        """Return the frames ``first`` to ``stop - 1`` that ``video``'s clips are drawn from.
+
+        An intact file's frames are those its index says decode. A damaged file
+        keeps its header's count, unless ``exact_counts``. A segment's times
+        become frames at the header's frame rate.
+
+        Raises:
+            VideoDecodeError: the file does not open, or a segment's file gives no frame rate.
+            OSError: the file cannot be read.
+        """
+        index = cache.get(video.path)
+        frames = index.frames if index.intact or self.exact_counts else self.header(video.path).frames
+        if video.whole:
+            return 0, frames
+        fps = self.header(video.path).fps
+        if not fps > 0:
+            raise VideoDecodeError(video.path, "its header gives no frame rate, so a segment's times name no frames")
+        return frame_range(video.start, video.end, frames, fps)
+
+    def needs(self) -> str:
+        """Return what a sample needs, for a message: ``"a clip of 16 frames at stride 2 needs (31)"``."""
+        if self.sampling == "clip":
+            return f"a clip of {self.clip_len} frames at stride {self.stride} needs ({self.span})"
+        return f"{self.clip_len} segments need ({self.span})"
+
+    def too_few(self, video: Video, first: int, stop: int) -> str:
+        """Return why a sample has too few frames for a clip: the frames that decode, or those its header claims."""
+        frames = max(0, stop - first)
+        header, claimed = self._claimed(video, (first, stop))
+        what = f"segment {video.segment}" if video.segment else "the file"
+        if claimed[1] - claimed[0] > frames:
+            return (
+                f"has {frames} frames that decode in {what} (its header claims more: it counts timestamp gaps "
+                f"as frames, or is wrong), fewer than {self.needs()}"
+            )
+        if video.whole:
+            return f"has {frames} frames, fewer than {self.needs()}"
+        of = "" if header is None else f" (of {header.frames} at {header.fps:g} fps)"
+        return f"segment {video.segment} has {frames} frames{of}, fewer than {self.needs()}"
+
+    def decode_into(
+        self,
+        out: np.ndarray,
+        rng: np.random.Generator,
+        video: Video,
+        first: int,
+        stop: int,
+        cache: IndexCache,
+    ) -> None:
+        """Decode the views of one sample's frames ``first`` to ``stop - 1`` into ``out``.
+
+        Training takes one view, drawn from ``rng``; evaluation takes ``views``
+        centred ones, without ``rng``.
+
+        Raises:
+            VideoDecodeError: a frame does not decode.
+            OSError: the file cannot be read.
+        """
+        draw = rng if self.train else None
+        views = temporal_views(self.sampling, first, stop, self.clip_len, self.stride, draw, num_views=self.num_clips)
+        read = functools.partial(read_clip, video.path, size=self.decode_size, seek=self.seek, index_cache=cache)
+        try:
+            if self.sampling == "clip":
+                clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
+            else:  # each frame read once, however many views share it
+                wanted = np.unique(np.concatenate(views))
+                frames = np.concatenate([read(int(i), 1, 1) for i in wanted])
+                clips = [frames[np.searchsorted(wanted, v)] for v in views]
+        except VideoDecodeError as exc:
+            if self.exact_counts or "ends after" not in exc.reason:
+                raise
+            raise VideoDecodeError(video.path, exc.reason + EXACT_HINT) from exc
+        windows = crops(self.decode_size, self.size, draw, num_crops=self.num_crops)
+        targets = iter(out if self.views is not None else [out])
+        height, width = self.size
+        for clip in clips:
+            for top, left, flip in windows:
+                view = clip[:, top : top + height, left : left + width]
+                if flip:
+                    view = view[:, :, ::-1]
+                target = next(targets)
+                if self.dtype == "uint8":
+                    target[...] = view
+                else:
+                    np.multiply(view, np.float32(1 / 255), out=target)
+
+
+class SampleView(Sequence[tuple[str, int, int]]):
+    """``VideoDataset.samples``: ``(path, label, frames by the header)`` per sample, read on access.
+
+    Args:
+        reader: reads each sample's header.
+        samples: the dataset's samples.
+        owner: the dataset, named by ``repr``.
+    """
+
+    def __init__(self, reader: SampleReader, samples: SampleList, owner: object) -> None:
+        self._reader = reader
+        self._samples = samples
+        self._owner = owner
+
+    def __len__(self) -> int:
+        return len(self._samples)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        video = Video.at(self._samples, range(len(self))[i])
+        return video.path, video.label, self._reader.header_frames(video)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<samples of {self._owner!r}>"
+
+
+def listed(origin: str) -> str:
+    """Return `` (listed at <origin>)`` for a message, or nothing for a sample found by scanning."""
+    return f" (listed at {origin})" if origin else ""
+
+
+def frame_range(start: float | None, end: float | None, frames: int, fps: float) -> tuple[int, int]:
+    """Return the frames ``first`` to ``stop - 1`` of a sample: all, or those whose times fall in its segment."""
+    if start is None and end is None:
+        return 0, frames
+    # Frame i shows at i / fps: the segment holds the frames with start <= i / fps < end.
+    # The slack keeps 0.1 s at 30 fps (3.0000000000000004 frames) at frame 3.
+    first = 0 if start is None else math.ceil(start * fps - 1e-6)
+    stop = frames if end is None else min(frames, math.ceil(end * fps - 1e-6))
+    return min(first, frames), stop
+
+
+def _times(start: float | None, end: float | None) -> str:
+    end_text = "end" if end is None else f"{end:g}"
+    return f"[{0 if start is None else start:g}, {end_text}) s"

@@ -1,0 +1,36 @@
+"""The random streams of a ``VideoDataset``: each epoch's sample order and each clip's choices.
+
+Each stream has its own key, so the streams are independent of each other and
+of the ``DataLoader``'s shuffle. No generator is shared between threads, so a
+batch is the same whichever thread makes it. See :doc:`/video/datasets`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CLIP_KEY", "ORDER_KEY", "clip_rng", "epoch_order"]
+
+# Tag words of the random keys. numpy's SeedSequence ignores trailing zero words,
+# so keys of different lengths can collide ([s, e] == [s, e, 0]); every key here
+# has a fixed length and its own tag, distinct from each other and from the
+# DataLoader's shuffle tag (0x5348554646, "SHUFF").
+ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
+CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
+
+
+def epoch_order(seed: int, epoch: int, count: int) -> np.ndarray:
+    """Return the order of ``count`` samples in training epoch ``epoch``: a permutation of ``range(count)``."""
+    return np.random.default_rng([seed, ORDER_KEY, epoch]).permutation(count)
+
+
+def clip_rng(seed: int, epoch: int, position: int, attempt: int) -> np.random.Generator:
+    """Return the generator of one clip's choices.
+
+    Args:
+        seed: the dataset's seed.
+        epoch: the epoch.
+        position: the sample's place in the epoch's order.
+        attempt: how many samples were tried for this place before (0 unless one was replaced).
+    """
+    return np.random.default_rng([seed, CLIP_KEY, epoch, position, attempt])

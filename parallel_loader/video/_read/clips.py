@@ -1,0 +1,136 @@
+"""Decoding exact frames from videos, local or at URLs: ``read_clip``, ``frame_count`` and ``probe``.
+
+``read_clip`` returns exactly the frames asked for: the same pixels as decoding
+every frame from the first. It decodes as few frames as the file allows. Which
+frame is which comes from the file's ``VideoIndex``, never from the container's
+frame count or frame rate. Broken input raises ``VideoDecodeError``, which names
+the file; a clip is never returned short or padded. Nothing here starts threads;
+every function may be called from several threads at once.
+See :doc:`/video/decoding`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..._core.checks import check_int
+from .._base.info import VideoInfo
+from .._base.keys import is_url
+from .._indexes.cache import IndexCache, default_index_cache
+from .local import header_frames, probe_local, read_local
+from .remote import probe_remote, read_remote
+
+__all__ = ["VideoInfo", "frame_count", "probe", "read_clip"]
+
+
+def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
+    """Read a video's header: frame count, frame rate and size, without decoding.
+
+    ``width`` and ``height`` are those of the frames ``read_clip`` returns with
+    the same ``rotate``: as displayed (swapped for a file shown at 90 or 270
+    degrees) by default, as stored with ``rotate=False``.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: the file cannot be opened as a video.
+    """
+    if is_url(path):  # OpenCV reads no object store: the header through the byte source
+        return probe_remote(os.fspath(path))
+    return probe_local(path, rotate=rotate)
+
+
+def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache: IndexCache | None = None) -> int:
+    """Return the number of frames in a video.
+
+    The header's count (``CAP_PROP_FRAME_COUNT``, from the container or from
+    duration times frame rate) can be wrong: a truncated file keeps its full
+    count, and some files claim several times the frames that decode. With
+    ``exact=True`` (the default) the count is the file's index's: from its
+    packets where they tell, else every frame decoded once, then kept in
+    ``index_cache`` so that later calls and ``read_clip`` cost nothing more. It
+    is the only count ``read_clip`` is sure to honour. ``exact=False`` returns
+    the header's count, which is cheap.
+
+    Args:
+        path: the video file.
+        exact: count decoded frames rather than read the header.
+        index_cache: where indexes are kept; default: ``default_index_cache()``.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
+    """
+    if exact or is_url(path):  # a URL's index comes from its header: as cheap as the header's count
+        return (default_index_cache() if index_cache is None else index_cache).get(path).frames
+    return header_frames(path)
+
+
+def read_clip(
+    path: str | os.PathLike[str],
+    start: int,
+    clip_len: int,
+    stride: int = 1,
+    size: tuple[int, int] | None = None,
+    *,
+    seek: bool = True,
+    rotate: bool = True,
+    index_cache: IndexCache | None = None,
+) -> np.ndarray:
+    """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
+
+    Frame ``i`` is the ``i``-th frame that decoding from the first gives. The
+    container's timestamps, frame rate and header do not change which frame that
+    is. With ``seek=True`` the read starts at the keyframe at or before ``start``,
+    found in the file's index, and skips frames that nothing refers to. A file
+    whose seeks are not exact is decoded from its first frame: slower, never
+    different. Each kept frame is scaled and converted to RGB in one pass, and
+    turned as the file's display matrix says. See :doc:`/video/decoding`.
+
+    Args:
+        path: the video file, or its URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``,
+            ``file://``; see :doc:`/video/remote`).
+        start: the index of the first frame, counted from 0.
+        clip_len: how many frames to return.
+        stride: the step between returned frames.
+        size: ``(height, width)`` to resize each frame to (as displayed); ``None``
+            keeps the video's size (as displayed: width and height swap for a
+            file shown at 90 or 270 degrees, unless ``rotate=False``).
+        seek: start at the keyframe before ``start`` (exact, see above); ``False``
+            decodes from the first frame without an index, the reference the
+            seeking read is checked against.
+        rotate: turn frames as the file's display matrix says (the default);
+            ``False`` returns them as stored.
+        index_cache: where file indexes are kept; default: ``default_index_cache()``.
+
+    Returns:
+        A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
+
+    Raises:
+        ValueError: an argument is out of range.
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: the file is not a video, it ends (truncated, corrupt
+            or just short) before the last frame asked for, or it cannot be read
+            or decoded after the seek. A clip is never returned short or padded.
+    """
+    _check_clip_args(start, clip_len, stride, size)
+    cache = default_index_cache() if index_cache is None else index_cache
+    if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``remote``)
+        return read_remote(os.fspath(path), start, clip_len, stride, size, seek, cache)
+    return read_local(path, start, clip_len, stride, size, seek=seek, rotate=rotate, index_cache=cache)
+
+
+def _check_clip_args(start: object, clip_len: object, stride: object, size: object) -> None:
+    if isinstance(start, bool) or not isinstance(start, int | np.integer) or start < 0:
+        raise ValueError(f"start must be a non-negative int, got {start!r}")
+    check_int("clip_len", clip_len, minimum=1)
+    check_int("stride", stride, minimum=1)
+    if isinstance(size, int | np.integer) and not isinstance(size, bool):
+        raise TypeError(f"size must be a (height, width) pair, got the single number {size!r}: pass ({size}, {size})")
+    if size is not None and (
+        not isinstance(size, tuple | list)
+        or len(size) != 2
+        or not all(isinstance(s, int | np.integer) and not isinstance(s, bool) and s > 0 for s in size)
+    ):
+        raise ValueError(f"size must be (height, width) of positive ints, or None, got {size!r}")
