@@ -12,13 +12,14 @@ Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
 """
 
 from ._core.fifo_queue import FIFOQueue, QueueClosed
+from ._core.telemetry import LoaderStats
 from ._data.batching import SampleBatches, default_collate
 from ._data.yield_function import YieldFunction
 from ._faults.error_budget import ErrorRecord
 from ._faults.error_sink import ErrorSink
-from ._faults.errors import ErrorBudgetExceeded, LoaderTimeout, WorkerProcessDied
+from ._faults.errors import ErrorBudgetExceeded, LoaderClosed, LoaderTimeout, WorkerProcessDied
 from ._faults.quarantine import InProcessMemory, Quarantine, QuarantineMemory
-from ._loader.data_loader import DataLoader, LoaderClosed
+from ._loader.data_loader import DataLoader
 from .tensorflow._device_prefetch import DevicePrefetcher
 from .tensorflow._tf_data import as_tf_dataset
 from .train._train import EpochStats, PassStats, Train
@@ -33,6 +34,7 @@ __all__ = [
     "FIFOQueue",
     "InProcessMemory",
     "LoaderClosed",
+    "LoaderStats",
     "LoaderTimeout",
     "PassStats",
     "Quarantine",

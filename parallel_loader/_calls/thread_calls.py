@@ -1,20 +1,11 @@
-"""How a loader thread calls the yield function: in the thread itself, or in a worker process.
+"""Where a loader thread calls the yield function: the ``YieldCalls`` protocol, and ``ThreadCalls``.
 
-A *task* is what a loader thread makes: ``(tag, epoch, slot, position, index)``;
-the call for it is ``yield_fn()`` for a stream, ``get_batch(index, epoch)`` when the
-yield function has one, else ``yield_fn(index)`` (``call_yield_fn``).
-
-``DataLoader`` makes every call through one ``YieldCalls`` object chosen at
-construction (``yield_calls``):
-
-* ``ThreadCalls`` calls the yield function in the loader thread (``processes=0``);
-* ``ProcessCalls`` (``worker_processes``) forwards the task to a worker process
-  and returns the batch it sends back through shared memory.
-
-Both give the loader's pool a ``thread_init``, make a call (``call``), tell the
-watchdog where a stuck call is (``stuck``), give the epoch hooks (``hook``), and
-end (``close``). Epochs, order, budget and resume stay with the loader: what
-differs is only where the call runs.
+``DataLoader`` makes every call through one ``YieldCalls`` object, chosen once
+from its options (``LoaderOptions.calls``). ``ThreadCalls`` calls the yield
+function in the loader thread itself (``processes=0``). ``ProcessCalls``
+(``worker_processes``) makes the call in a worker process. Epochs, order, budget
+and resume stay with the loader: only where the call runs differs. See
+:doc:`/guide/threads_and_processes`.
 """
 
 from __future__ import annotations
@@ -24,13 +15,12 @@ from typing import Any, Protocol
 
 from .._core.worker_pool import CallSlot
 from .._data.yield_function import call_of
+from .._faults.results import Task
 
-__all__ = ["ThreadCalls", "YieldCalls", "call_yield_fn", "yield_calls"]
+__all__ = ["Report", "ThreadCalls", "YieldCalls"]
 
-# What a loader thread makes: (plan tag, epoch, slot, position, index).
-Task = tuple[int, int, int, int, int]
 # Where a yield function that skips bad data itself reports it: (index, exception, context).
-ErrorSink = Callable[..., None]
+Report = Callable[..., None]
 
 
 class YieldCalls(Protocol):
@@ -60,17 +50,6 @@ class YieldCalls(Protocol):
         ...
 
 
-def call_yield_fn(yield_fn: Any, stream: bool, task: Task) -> Any:
-    """Call ``yield_fn`` for ``task``: ``yield_fn()``, ``get_batch(index, epoch)`` or ``yield_fn(index)``."""
-    _, epoch, _, _, index = task
-    if stream:
-        return yield_fn()
-    get_batch = getattr(yield_fn, "get_batch", None)
-    if get_batch is not None:
-        return get_batch(index, epoch)
-    return yield_fn(index)
-
-
 class ThreadCalls:
     """Calls made in the loader thread itself (``processes=0``)."""
 
@@ -81,7 +60,7 @@ class ThreadCalls:
         yield_fn: Any,
         stream: bool,
         thread_init: Callable[[int], Any] | None,
-        report: ErrorSink,
+        report: Report,
     ) -> None:
         self._yield_fn = yield_fn
         self._call = call_of(yield_fn, stream)  # chosen once: no lookup per call
@@ -104,46 +83,3 @@ class ThreadCalls:
 
     def close(self) -> None:
         pass
-
-
-def yield_calls(
-    yield_fn: Any,
-    processes: int,
-    *,
-    stream: bool,
-    num_threads: int,
-    thread_init: Callable[[int], Any] | None,
-    report: ErrorSink,
-    name: str,
-    max_batches: int,
-) -> YieldCalls:
-    """The calls for a loader: ``ThreadCalls`` with ``processes=0``, else ``ProcessCalls``.
-
-    Args:
-        yield_fn: the (batch-level) yield function.
-        processes: worker processes; 0 for none.
-        stream: whether ``yield_fn`` is a stream (called with no index).
-        num_threads: threads per worker process.
-        thread_init: the loader's ``thread_init``.
-        report: the loader's error sink, for a yield function that reports what it skips.
-        name: the loader's name, for the processes' names.
-        max_batches: the most batches the loader holds at once (shared-memory blocks kept).
-
-    Raises:
-        TypeError, ValueError: ``processes`` does not fit the other arguments
-            (see ``worker_processes.ProcessCalls``).
-    """
-    if not processes:
-        return ThreadCalls(yield_fn, stream, thread_init, report)
-    from .worker_processes import ProcessCalls
-
-    return ProcessCalls(
-        yield_fn,
-        processes,
-        num_threads,
-        stream=stream,
-        thread_init=thread_init,
-        report=report,
-        name=name,
-        max_batches=max_batches,
-    )

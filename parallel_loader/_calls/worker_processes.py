@@ -1,48 +1,11 @@
-"""Process mode: the loader's calls of the yield function, made in worker processes.
+"""Process mode, the loader's side: ``ProcessCalls`` makes the calls of the yield function in worker processes.
 
-For yield functions that hold the GIL (Python loops), threads of one process run
-one at a time; ``DataLoader(..., processes=P)`` makes the calls in ``P`` worker
-processes instead, each running ``num_threads`` threads. ``ProcessCalls`` is the
-``YieldCalls`` (see ``yield_calls``) of that mode.
-
-How it works, and why it keeps every guarantee of the threaded loader:
-
-* Everything that decides *what* is made stays in the consuming process: the
-  epoch plan, the order, the error budget, the state for resume, the telemetry.
-  The loader still runs ``P * num_threads`` loader threads; each is bound to one
-  *lane*, a pipe to one thread of one worker process, forwards its task there and
-  waits for the reply. A worker process only calls the yield function.
-* Worker processes start with ``spawn`` (a fresh interpreter: safe after
-  TensorFlow or CUDA started, unlike ``fork``), when the first loader thread
-  needs them, and serve every epoch after. Each gets a fresh pickle of the yield
-  function and of ``thread_init``, which it calls in each of its threads with the
-  number ``process * num_threads + thread``. SIGINT is ignored there, once the
-  worker's imports are done: a Ctrl-C is the consuming process's to handle, and it
-  ends the workers.
-* A batch comes back through shared memory (``shared_batches``): the worker
-  tells how many bytes its arrays need, the loader thread hands it a block of the
-  consumer's ``BlockPool``, the worker writes the arrays into it once and sends
-  the rest pickled (arrays under 64 KiB too); the batch's arrays are views of the
-  block, which returns to the pool when the consumer drops them. Blocks belong to
-  the consuming process alone, so a worker killed at any moment leaks none, and
-  ``close()`` unlinks them. A worker keeps its mappings of the few blocks the pool
-  hands round (``WorkerMappings``).
-* The epoch hooks run in the consuming process (on its copy of the yield
-  function) and then in each running worker, through a control pipe; a worker
-  started later gets a pickle of the copy the hooks have already changed.
-* A call past ``call_timeout``: ``stuck`` asks the worker for the stack of the
-  thread making it, kills the process and starts a replacement. The loader thread
-  of that call gives its lane to the thread the pool starts in its place and ends
-  (its result would be dropped); the other calls that were in progress in the
-  killed process are sent again to the replacement, not lost.
-* A worker that dies on its own (a segfault, the OOM killer) breaks its pipes: each
-  call in progress there fails with ``WorkerProcessDied``, naming the process, its
-  exit code and the index, and the process is replaced. Nothing waits for ever.
-  If the consuming process dies, the workers see their control pipe close and exit.
-
-An error in the worker crosses with its traceback as text (the exception's
-``__cause__``, as ``concurrent.futures`` does) and a note naming the process and
-thread; the loader adds the loader thread and the index.
+With ``processes=P`` the loader runs ``P * num_threads`` loader threads. Each is
+bound to a *lane*, a pipe to one thread of one worker process, and waits there
+for its batch. The plan, the order, the budget and the state stay in the loader.
+Workers start with ``spawn``; a stuck worker is killed and replaced, and so is
+one that dies. What runs in a worker is in ``worker_main``. See
+:doc:`/guide/threads_and_processes`.
 """
 
 from __future__ import annotations
@@ -50,11 +13,8 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import pickle
 import signal
-import sys
 import threading
-import traceback
 import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -64,8 +24,11 @@ from typing import Any
 from .._core.interrupt_safe import new_lock, notify_all, wait
 from .._core.worker_pool import CallSlot
 from .._faults.errors import LoaderClosed, WorkerProcessDied
-from .shared_batches import BlockPool, WorkerMappings, split_arrays, write_arrays
-from .thread_calls import ErrorSink, Task, call_yield_fn
+from .._faults.results import Task
+from .remote_errors import rebuilt
+from .shared_batches import BlockPool
+from .thread_calls import Report
+from .worker_main import worker_main
 
 __all__ = ["ProcessCalls"]
 
@@ -105,7 +68,7 @@ class ProcessCalls:
         *,
         stream: bool,
         thread_init: Callable[[int], Any] | None,
-        report: ErrorSink,
+        report: Report,
         name: str,
         max_batches: int,
     ) -> None:
@@ -222,7 +185,7 @@ class ProcessCalls:
             for worker in running:
                 reply = _remote(worker, ("hook", name, epoch), None)
                 if isinstance(reply, tuple):  # the hook raised in the worker
-                    raise _rebuilt(*reply)
+                    raise rebuilt(*reply)
                 # None: the worker died or was replaced; a replacement gets the state after the hook.
 
         return run
@@ -268,7 +231,7 @@ class ProcessCalls:
         """Take the worker thread's first message: ready (None), or the exception its thread_init raised."""
         reply = conn.recv()
         if reply[0] == "init_error":
-            return _rebuilt(reply[1], reply[2])
+            return rebuilt(reply[1], reply[2])
         with self._lock:
             if lane.conn is conn:
                 lane.greeted = True
@@ -292,7 +255,7 @@ class ProcessCalls:
                     continue
                 self._forward(reply[-1])
                 if kind == "error":
-                    return False, _rebuilt(reply[1], reply[2])
+                    return False, rebuilt(reply[1], reply[2])
                 batch = self._blocks.build(reply[1], block)
                 block = None
                 return True, batch
@@ -346,7 +309,7 @@ class ProcessCalls:
         pipes = [self._context.Pipe() for _ in range(self.num_threads + 1)]
         payload = ForkingPickler.dumps((self._yield_fn, self._thread_init))
         process = self._context.Process(
-            target=_worker_main,
+            target=worker_main,
             args=(
                 bytes(payload),
                 worker.number,
@@ -400,22 +363,6 @@ class _Lane:
         self.greeted = False  # the worker thread's ready message was taken
 
 
-class _RemoteTraceback(Exception):
-    """The traceback of an exception raised in a worker process, as text (its ``__cause__``)."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _rebuilt(exc: BaseException, text: str) -> BaseException:
-    exc.__cause__ = _RemoteTraceback(f'\n"""\n{text}"""')
-    return exc
-
-
 def _remote(worker: _Worker, request: tuple[Any, ...], timeout: float | None) -> Any:
     """Send ``request`` on ``worker``'s control pipe and return the reply; None if none came."""
     with worker.control_lock:
@@ -459,125 +406,3 @@ def _shutdown(workers: list[_Worker], blocks: BlockPool) -> None:
                 process.join(_EXIT_WAIT)
     finally:
         blocks.close()
-
-
-# The worker process's side.
-
-
-def _worker_main(
-    payload: bytes, number: int, name: str, keep: int, control: Connection, lanes: list[Connection]
-) -> None:
-    """A worker process: a thread serves each lane; this one serves the control pipe.
-
-    ``keep``: how many blocks' mappings to keep (``WorkerMappings``).
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's: it ends the workers
-    yield_fn, thread_init = pickle.loads(payload)
-    threads = len(lanes)
-    mappings = WorkerMappings(keep)
-    reports = threading.local()
-    sink = getattr(yield_fn, "set_error_sink", None)
-    if sink is not None:
-        sink(lambda index, exc, context=None: reports.list.append((index, _portable(exc)[0], context)))
-    workers = [
-        threading.Thread(
-            target=_serve,
-            args=(conn, yield_fn, thread_init, number * threads + j, f"{name} (pid {os.getpid()})", reports, mappings),
-            name=f"{name}-thread-{j}",
-            daemon=True,
-        )
-        for j, conn in enumerate(lanes)
-    ]
-    for thread in workers:
-        thread.start()
-    while True:
-        try:
-            request = control.recv()
-        except (EOFError, OSError):
-            os._exit(0)  # the consumer closed, or died: no orphan
-        if request[0] == "stack":
-            frame = sys._current_frames().get(workers[request[1]].ident or -1)
-            control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
-        elif request[0] == "hook":
-            try:
-                getattr(yield_fn, request[1])(request[2])
-                control.send("ok")
-            except BaseException as exc:
-                exc.add_note(f"raised by {request[1]} in worker process {name} (pid {os.getpid()})")
-                control.send(_portable(exc))
-
-
-def _serve(
-    conn: Connection,
-    yield_fn: Any,
-    thread_init: Callable[[int], Any] | None,
-    number: int,
-    where: str,
-    reports: threading.local,
-    mappings: WorkerMappings,
-) -> None:
-    """One worker thread: call the yield function for each task its lane brings, until the lane closes."""
-    thread = threading.current_thread().name
-    reports.list = []
-    try:
-        if thread_init is not None:
-            thread_init(number)
-    except BaseException as exc:
-        exc.add_note(f"raised by thread_init in worker process {where}, thread {thread}")
-        _send(conn, ("init_error", *_portable(exc)))
-        return
-    _send(conn, ("ready",))
-    while True:
-        try:
-            _, task = conn.recv()
-            _answer(conn, task, yield_fn, f"worker process {where}, thread {thread}", reports, mappings)
-        except (EOFError, OSError):  # raised by the pipe alone: _answer sends every other error
-            return  # the consumer closed the lane, or is gone
-
-
-def _answer(
-    conn: Connection, task: Task, yield_fn: Any, where: str, reports: threading.local, mappings: WorkerMappings
-) -> None:
-    """Make the batch of ``task`` and send it (its arrays through a block), or send what was raised."""
-    reports.list = []
-    try:
-        batch = call_yield_fn(yield_fn, False, task)
-        skeleton, arrays, nbytes = split_arrays(batch)
-        del batch
-    except BaseException as exc:
-        exc.add_note(f"raised in {where}")
-        _send(conn, ("error", *_portable(exc), reports.list))
-        return
-    if arrays:
-        _send(conn, ("need", nbytes))
-        _, block, size = conn.recv()
-        try:
-            write_arrays(block, size, skeleton, arrays, mappings)
-        except BaseException as exc:
-            exc.add_note(f"raised in {where}, writing the batch into shared memory")
-            _send(conn, ("error", *_portable(exc), reports.list))
-            return
-    _send(conn, ("ok", skeleton, reports.list))
-
-
-def _send(conn: Connection, message: tuple[Any, ...]) -> None:
-    """Send ``message``; one that cannot be pickled goes as an error saying so."""
-    try:
-        data = ForkingPickler.dumps(message)
-    except Exception as exc:
-        error = TypeError(f"the batch cannot be pickled to cross from the worker process: {exc!r}")
-        data = ForkingPickler.dumps(("error", *_portable(error), []))
-    conn.send_bytes(bytes(data))
-
-
-def _portable(exc: BaseException) -> tuple[BaseException, str]:
-    """``exc`` (or a RuntimeError that stands for it, if it cannot cross) and its traceback as text."""
-    text = "".join(traceback.format_exception(exc))
-    try:
-        pickle.loads(ForkingPickler.dumps(exc))
-        return exc, text
-    except Exception as why:
-        stand_in = RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc} (not picklable: {why!r})")
-        for note in getattr(exc, "__notes__", ()):
-            stand_in.add_note(note)
-        return stand_in, text

@@ -30,7 +30,7 @@ from typing import Any
 
 from .error_budget import ErrorBudget, ErrorRecord, error_context
 
-__all__ = ["ErrorSink"]
+__all__ = ["ErrorSink", "samples_per_call"]
 
 
 class ErrorSink:
@@ -70,3 +70,16 @@ class ErrorSink:
 
     def __repr__(self) -> str:
         return f"<ErrorSink skip={self.skip}>"
+
+
+def samples_per_call(yield_fn: Any) -> int:
+    """How many samples one call of ``yield_fn`` makes, for the error budget.
+
+    Returns:
+        The ``batch_size`` of a yield function that takes a sink and replaces samples, else 1.
+    """
+    if getattr(yield_fn, "set_error_sink", None) is not None:
+        batch_size = getattr(yield_fn, "batch_size", None)
+        if isinstance(batch_size, int) and batch_size > 0:
+            return batch_size
+    return 1

@@ -33,13 +33,13 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import psutil
 
 from .._core.checks import check_int
-from .._core.telemetry import Rates
+from .._core.telemetry import CallTimes, Rates
 
 __all__ = ["HOLD", "Sample", "ThreadTuner", "Window", "available_cores", "decide"]
 
@@ -231,6 +231,17 @@ class ThreadTuner:
     def sample(self, batches: int, wait_seconds: float, calls: int, call_seconds: float) -> Sample:
         """A ``Sample`` of these totals, timed by this tuner's clock and CPU reading."""
         return Sample(self.clock(), batches, wait_seconds, calls, call_seconds, self.cpu_seconds())
+
+    def measure(self, times: Iterable[CallTimes], batches: int, wait_seconds: float) -> Sample:
+        """A ``Sample`` of a loader's totals now.
+
+        Args:
+            times: each loader thread's call times.
+            batches: the batches delivered.
+            wait_seconds: the consumer's wait on the queue.
+        """
+        times = list(times)
+        return self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
 
     def _next(self, window: Window) -> tuple[int, str]:
         n = window.threads

@@ -1,52 +1,20 @@
-"""Loader threads that call a yield function and queue its batches.
+"""``DataLoader``: loader threads that call a yield function and queue its batches.
 
-``DataLoader`` composes the pieces of a loader, each in its own module:
-
-* the options (``loader_options``): every argument checked in one place;
-* the epoch plan (``epoch_plan``): which positions an epoch has, the index made
-  at each, which were done; it is what ``state_dict`` saves (``loader_state``);
-* the worker pool (``worker_pool``): the threads, the count of calls in
-  progress, and the watchdog for stuck calls;
-* the dispatcher (``dispatch``): the threads' side: which task a free thread
-  takes, the call of the yield function, and where its result goes;
-* the bounded ``FIFOQueue`` between the threads and the consumer, holding
-  tagged results (``results``);
-* the delivery (``delivery``): the consumer's side: batches out in the epoch's
-  order, results made ahead kept, abandoned ones dropped, failures settled;
-* the error budget (``error_budget``): which failed calls may be skipped, and
-  the manifest of those that were;
-* the shutdown state (``shutdown``): closed, the first failure, and stopping;
-* the telemetry (``telemetry``): call times per thread, the consumer's wait and
-  the queue's fill, read by ``stats()``;
-* with ``num_threads="auto"``, the thread tuner (``autotune``), which the
-  consumer hands the running totals and which answers a new thread count.
-
-What stays here is the wiring, and the start and end of each epoch: its plan
-(shuffled, sharded, resumed), the epoch hooks, and handing the plan to the
-dispatcher and the delivery. The loader knows nothing of what a batch is: no
-video, no TensorFlow.
-
-Every queued result is tagged with its plan's tag, so results of an epoch that was
-abandoned part way are recognised and dropped, and results of the next epoch made
-ahead (see ``overlap_epochs``) are kept for it.
-
-Why this module is longer than the package's others (about 550 lines, 480 of them
-the class): ``DataLoader`` is the package's public face. A fifth of it is the class
-docstring, which documents its 26 arguments, and most of the rest is the contract
-of each public method (iteration, ``state_dict``, ``resize``, ``stats``,
-``close``); the code of each is a few lines of wiring over the modules above.
+``DataLoader`` wires the parts of a loader together, each in its own module. The
+options are checked in ``options``, and each epoch starts and ends in ``epochs``.
+The threads' side is ``dispatch``, the consumer's side ``delivery``, and stopping
+is ``shutdown``. The loader knows nothing of what a batch is: no video, no
+TensorFlow. See :doc:`/guide/threads_and_processes`.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._calls.thread_calls import yield_calls
 from .._core.checks import check_int, check_timeout
 from .._core.fifo_queue import FIFOQueue
 from .._core.interrupt_safe import new_lock
@@ -54,21 +22,18 @@ from .._core.telemetry import LoaderStats, QueueWatch
 from .._core.worker_pool import WorkerPool
 from .._data.yield_function import epoch_length
 from .._faults.error_budget import ErrorBudget, ErrorRecord
-from .._faults.error_sink import ErrorSink
-from .._faults.errors import LoaderClosed
-from .autotune import Sample, ThreadTuner
+from .._faults.error_sink import ErrorSink, samples_per_call
+from .autotune import ThreadTuner
 from .delivery import Delivery
 from .dispatch import Dispatcher
-from .epoch_plan import EpochPlan
+from .epochs import Epochs
 from .options import LoaderOptions
 from .planner import EpochPlanner
 from .sharding import Remainder
 from .shutdown import Shutdown
-from .state import LoadedState, loaded, saved
+from .state import loaded, saved
 
-__all__ = ["STOP_TIMEOUT", "DataLoader", "LoaderClosed"]
-
-log = logging.getLogger(__name__)
+__all__ = ["STOP_TIMEOUT", "DataLoader"]
 
 # After an error or Ctrl-C, how long to wait for loader threads still inside a call
 # of the yield function: they take no more work and end when that call returns.
@@ -76,94 +41,54 @@ STOP_TIMEOUT = 0.5
 
 
 class DataLoader:
-    """Calls a yield function in ``num_threads`` threads and yields its batches.
+    """Calls a yield function in loader threads and yields its batches, one epoch per iteration.
 
-    Iterating the loader gives one epoch: every index in ``range(len(yield_fn))``
-    exactly once, whatever the number of threads. With ``batch_size``, ``yield_fn``
-    is a sample dataset instead, and the loader makes the batches (see
-    ``SampleBatches``): each thread makes a whole batch, and every sample is in
-    exactly one batch per epoch. A yield function without
-    ``__len__`` is a stream: each iteration calls it until it raises
-    ``StopIteration``, ``batches_per_epoch`` times if that is given, or for ever,
-    until the consumer stops. Loader threads call a stream concurrently, in no
-    particular order.
-
-    Threads start at the first iteration and stop at ``close()``; use the loader
-    as a context manager. Iterate from one thread at a time.
+    An epoch gives every index in ``range(len(yield_fn))`` exactly once, whatever the
+    number of threads. A yield function without ``__len__`` is a stream: it is called
+    until it raises ``StopIteration``. Threads start at the first iteration and stop
+    at ``close()``. Use the loader as a context manager, and iterate it from one
+    thread at a time.
 
     Args:
-        yield_fn: a ``YieldFunction`` (or any callable with ``__len__`` taking an
-            index), or a zero-argument callable for a stream. With ``batch_size``:
-            a sample dataset (``len()`` samples, ``[index]`` or ``(index)`` one
-            sample), which the loader wraps in a ``SampleBatches`` (``.yield_fn``).
-        num_threads: how many loader threads call ``yield_fn`` at once; ``"auto"``
-            to start with one thread per core this process may use (within
-            ``min_threads`` and ``max_threads``) and add or remove threads while running,
-            from what the loader measures (see ``parallel_loader.autotune``), each
-            change logged; or a ``ThreadTuner`` to do so with settings of its own.
-        max_len: capacity of the batch queue. At most about ``max_len + num_threads``
-            batches exist at once (``max_len + max_threads`` with ``"auto"``), in
-            ordered mode too.
-        shuffle: visit the indices of each epoch in a new random order. For a
-            batch-level yield function this reorders whole batches, not what is
-            in them; with ``batch_size`` the samples are shuffled (batches then
-            differ each epoch, and come in the order made).
-        seed: makes the shuffled orders reproducible; each epoch still differs.
-        ordered: deliver batches in index order (as ``tf.data``'s
-            ``deterministic=True``); otherwise each batch comes as soon as it is ready.
-            Needs a yield function with ``__len__``.
-        name: prefix of the thread names.
-        first_epoch: the number of the first epoch, to continue a run's sequence of
-            shuffled orders (and the epochs passed to ``on_epoch_begin``/``on_epoch_end``) in a new loader.
+        yield_fn: a ``YieldFunction``, a callable with ``__len__`` taking an index, or a
+            zero-argument callable (a stream). With ``batch_size``: a sample dataset.
+        num_threads: how many loader threads call ``yield_fn`` at once. ``"auto"``, or a
+            ``ThreadTuner``, changes the count while the loader runs.
+        max_len: the capacity of the batch queue; about ``max_len + num_threads`` batches exist at once.
+        shuffle: visit each epoch's indices in a new random order (with ``batch_size``, the samples).
+        seed: makes the shuffled orders reproducible; each epoch's order still differs.
+        ordered: deliver the batches in index order; needs a yield function with ``__len__``.
+        name: the prefix of the thread names, also used in messages.
+        first_epoch: the number of the first epoch, to go on with a run's shuffled orders.
         batches_per_epoch: for a stream only: the most calls that make one epoch.
-        batch_size: batch the samples of a sample dataset, this many per batch.
+        batch_size: batch a sample dataset's samples, this many per batch (see ``SampleBatches``).
         drop_last: with ``batch_size``: leave out each epoch's last, short batch.
-        collate: with ``batch_size``: makes a batch from a list of samples
-            (default ``default_collate``: stack arrays, recurse into tuples and dicts).
-        on_error: ``"raise"`` (default): a call that raises stops the loader, and the
-            exception is raised in the consumer. ``"skip"``: a call that raises an
-            ``Exception`` (``MemoryError`` aside) is left out of its epoch and recorded
-            in ``errors``; the epoch's other batches still come exactly once. A yield
-            function that can replace a bad sample (``batch_size``'s batching,
-            ``VideoDataset``, any with ``set_error_sink``, see ``error_sink``) then
-            replaces it instead, so the batch still comes full, and puts the item
-            in quarantine when the failure is lasting: one record per bad item.
-        max_errors: the error budget: ``None`` (no limit), a count (of failed calls
-            and bad items, each once), or a fraction in (0, 1) of the calls made so
-            far (of the samples, counting each replaced sample, when the yield
-            function replaces samples). One failure past it raises
-            ``ErrorBudgetExceeded`` in the consumer.
-        error_log: a file to which each failure is appended at once as a JSON line.
-        call_timeout: seconds a call of the yield function may run. A longer call
-            raises ``LoaderTimeout`` in the consumer, naming the thread and index
-            and showing the thread's stack; with ``on_error="skip"`` it is recorded
-            as a failure instead, another thread takes over, and a late result is
-            dropped (it raises anyway once more than ``num_threads`` calls are stuck).
-        thread_init: called in each loader thread with its number (0, 1, ...)
-            before its first call, to set up per-thread state (a connection, a
-            decoder). An exception there is raised in the consumer. A thread started
-            after another ended (``resize``, ``num_threads="auto"``) takes the ended
-            one's number, so numbers stay below the most threads running at once and
-            may be given more than once.
-        num_shards: how many workers share each epoch (multi-worker training). Every
-            worker computes the same global order of the epoch (so with ``shuffle``,
-            give all the same ``seed``) and delivers only its own shard of it:
-            positions ``shard_index, shard_index + num_shards, ...`` (see
-            ``parallel_loader.sharding``). The shards are disjoint, together they are
-            the whole epoch, and each has ``len(loader)`` batches.
+        collate: with ``batch_size``: makes a batch from a list of samples (default ``default_collate``).
+        on_error: ``"raise"`` (default): a failed call stops the loader and is raised in the
+            consumer. ``"skip"``: the call is left out of its epoch and recorded in ``errors``.
+        max_errors: the error budget: ``None`` (no limit), a count, or a fraction in (0, 1) of
+            the calls made. One failure past it raises ``ErrorBudgetExceeded``.
+        error_log: a file to which each failure is appended at once, as a JSON line.
+        call_timeout: the most seconds one call may run. A longer call raises
+            ``LoaderTimeout``, or is recorded as a failure under ``on_error="skip"``.
+        thread_init: called in each loader thread with its number, before its first call.
+        num_shards: how many workers share each epoch; each delivers its own shard of it.
         shard_index: this worker's shard, ``0 <= shard_index < num_shards``.
-        shard_remainder: when the epoch's length is not a multiple of ``num_shards``:
-            ``"pad"`` tops the short shards up from the start of the global order
-            (those batches are read twice), ``"drop"`` leaves the last positions of the
-            order out (they differ per epoch when shuffling).
-        min_threads, max_threads: with ``num_threads="auto"``: the fewest threads
-            (default 1) and the most (default 32).
-        telemetry: time each call and the consumer's waits for ``stats()`` (a clock
-            reading or two per batch); ``False`` turns that off, and ``"auto"`` with it.
+        shard_remainder: ``"pad"`` or ``"drop"``: how shards even out an epoch whose
+            length is not a multiple of ``num_shards``.
+        overlap_epochs: make the next epoch's first batches while the current one ends,
+            when the yield function allows it.
+        min_threads: with ``num_threads="auto"``: the fewest threads (default 1).
+        max_threads: with ``num_threads="auto"``: the most threads (default 32).
+        telemetry: time each call and the consumer's waits, for ``stats()``; ``"auto"`` needs it.
+        processes: make the calls in this many worker processes, each running
+            ``num_threads`` threads; 0 (default) makes them in this process.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
             the message says which and what is allowed.
+
+    See :doc:`/guide/threads_and_processes`.
     """
 
     def __init__(
@@ -226,18 +151,10 @@ class DataLoader:
 
         self._budget = ErrorBudget(o.max_errors, o.error_log)
         # A yield function that replaces bad samples itself (VideoFolder, SampleBatches) reports them here.
-        self._sink = ErrorSink(self._budget, self.on_error == "skip", lambda: self._epoch, self._yield_fn)
-        # The calls (yield_calls, below) hand it over: in this process, or in each worker process.
-        if getattr(self._yield_fn, "set_error_sink", None) is not None:
-            batch_size = getattr(self._yield_fn, "batch_size", None)
-            if isinstance(batch_size, int) and batch_size > 0:
-                self._budget.samples_per_call = batch_size
-        # Where the calls run: in the loader threads, or with processes in worker processes (yield_calls).
-        self._yield_calls = yield_calls(
-            self._yield_fn, self.processes, stream=self._stream, num_threads=self.num_threads,
-            thread_init=o.thread_init, report=self._sink, name=self.name,
-            max_batches=self.max_len + self.processes * self.num_threads,
-        )  # fmt: skip
+        self._sink = ErrorSink(self._budget, self.on_error == "skip", lambda: self._epochs.epoch, self._yield_fn)
+        self._budget.samples_per_call = samples_per_call(self._yield_fn)
+        # Where the calls run: in the loader threads, or in worker processes. They hand over the sink.
+        self._yield_calls = o.calls(report=self._sink)
         self._results = FIFOQueue(self.max_len)
         # One lock guards the state of the loader, the dispatcher and the pool; it is taken as
         # ``with self._lock`` and waited on through ``_interrupt_safe.wait`` (see worker_pool's docstring).
@@ -261,22 +178,24 @@ class DataLoader:
             ordered=self.ordered, on_error=self.on_error, watch=self._watch if self.telemetry else None,
             tuner=self._tuner, tune=self._tune,
         )  # fmt: skip
-        self._started = False
-        self._active = False  # an iteration is in progress
-        self._epoch = o.first_epoch - 1
-        self._completed = o.first_epoch - 1  # the last epoch delivered whole
         self._planner = EpochPlanner(
             stream=self._stream, shuffle=self.shuffle, num_shards=self.num_shards, shard_index=self.shard_index,
             shard_remainder=self.shard_remainder, batches_per_epoch=self.batches_per_epoch,
         )  # fmt: skip
-        self._loaded: LoadedState | None = None  # from load_state_dict, until the first epoch's plan takes it
+        self._epochs = Epochs(
+            self.name, self._lock, self._yield_fn, self._yield_calls, planner=self._planner, dispatcher=d,
+            delivery=self._delivery, pool=self._pool, shutdown=self._shutdown, results=self._results,
+            watch=self._watch, tuner=self._tuner, stream=self._stream, batches_per_epoch=self.batches_per_epoch,
+            overlap_epochs=self.overlap_epochs, first_epoch=o.first_epoch,
+            threads=lambda: self._yield_calls.width(self.num_threads),
+        )  # fmt: skip
 
     # Public API, for the consuming thread.
 
     @property
     def epoch(self) -> int:
         """The number of the epoch being iterated, or of the last one; ``first_epoch - 1`` before the first."""
-        return self._epoch
+        return self._epochs.epoch
 
     @property
     def closed(self) -> bool:
@@ -304,10 +223,11 @@ class DataLoader:
         return self._tuner
 
     def stats(self) -> LoaderStats:
-        """A snapshot of what the loader measured since its first iteration (see ``telemetry``).
+        """A snapshot of what the loader measured since its first iteration.
 
         Safe from any thread; approximate while the loader runs. With
         ``telemetry=False`` the call times and waits stay at zero.
+        See :doc:`/guide/telemetry`.
         """
         return LoaderStats.collect(
             self._watch,
@@ -323,13 +243,13 @@ class DataLoader:
     def resize(self, num_threads: int) -> None:
         """Run ``num_threads`` loader threads from now on: start more, or retire some.
 
-        A thread retired finishes its call and hands its batch on first, so every
-        index still comes exactly once, in order in ordered mode. Before the first
-        iteration it sets how many start. Any thread may call it; the tuner of
-        ``num_threads="auto"`` calls it from the consumer's.
+        A retired thread hands on the batch it is making first, so every index
+        still comes exactly once. Before the first iteration it sets how many
+        threads start. Safe from any thread.
 
         Raises:
-            TypeError, ValueError: ``num_threads`` is not an int of at least 1.
+            TypeError, ValueError: ``num_threads`` is not an int of at least 1,
+                or differs from a process-mode loader's fixed count.
         """
         num_threads = check_int("num_threads", num_threads, minimum=1)
         if not self._yield_calls.resizable and num_threads != self.num_threads:
@@ -339,7 +259,7 @@ class DataLoader:
                 return
             self.num_threads = num_threads
             self._dispatcher.set_threads(self._yield_calls.width(num_threads))
-            started = self._started
+            started = self._epochs.started
         if started:
             self._pool.resize(self._yield_calls.width(num_threads))
 
@@ -356,47 +276,24 @@ class DataLoader:
         """Run one epoch and yield its batches.
 
         Raises:
-            LoaderClosed: the loader is closed, or was closed by another thread
-                during the epoch.
+            LoaderClosed: the loader is closed, or was closed by another thread during the epoch.
             RuntimeError: another iteration over this loader is in progress.
             ErrorBudgetExceeded: more calls failed than ``max_errors`` allows.
             LoaderTimeout: a call ran longer than ``call_timeout``.
-            BaseException: whatever the yield function raised in a loader thread,
-                re-raised here with that thread's traceback; the loader is then
-                stopped, and ``close()`` waits for the threads still in a call.
+            BaseException: what the yield function raised in a loader thread, with that
+                thread's traceback. The loader is then stopped.
         """
-        plan = self._begin_epoch()
-        completed = False
-        try:
-            yield from self._delivery.batches(plan)
-            completed = True
-        finally:
-            self._end_epoch(completed)
-        self._completed = plan.epoch
-        on_epoch_end = self._yield_calls.hook("on_epoch_end")
-        if on_epoch_end is not None:
-            if not self.overlap_epochs:
-                self._dispatcher.wait_idle()  # a call left over from an abandoned epoch may still run
-            on_epoch_end(plan.epoch)
+        yield from self._epochs.run(self.seed)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: enough for ``load_state_dict`` to go on from here in a new loader.
 
-        A JSON-serialisable dict: the epoch, which of its positions were delivered
-        (or skipped), the seed, and the error counts. Batches made but not yet
-        delivered are not in it: a resumed loader makes them again. After an epoch
-        delivered whole, the state is the start of the next one; after one
-        abandoned part way (a ``break``, an error, Ctrl-C), it is that epoch with
-        what it delivered, so a checkpoint taken in an ``except`` block resumes
-        where the training stopped. Call it from the consuming thread.
+        Returns:
+            A JSON-serialisable dict: the epoch, the positions of it delivered or
+            skipped, the seed, and the error counts. Call it from the consuming thread.
+            See :doc:`/guide/long_runs`.
         """
-        plan = self._dispatcher.plan
-        if self._loaded is not None:  # loaded, not iterated yet: pass it on unchanged
-            epoch, done = self._epoch + 1, self._loaded.done
-        elif plan is None or plan.epoch <= self._completed:
-            epoch, done = self._completed + 1, 0 if self._stream else []
-        else:
-            epoch, done = plan.epoch, plan.done_count if self._stream else plan.done_ranges()
+        epoch, done = self._epochs.position()
         return saved(
             epoch=epoch,
             done=done,
@@ -411,18 +308,16 @@ class DataLoader:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Go on from ``state`` (from ``state_dict``): call it on a new loader before iterating.
 
-        The next iteration delivers exactly the positions of the saved epoch that
-        were not delivered, in the same order in ordered mode; later epochs go on
-        as if never interrupted. The thread count and queue length may differ from
-        the saving loader's. Without a ``seed`` of its own the loader takes the
-        state's, so shuffled orders match.
+        The next iteration delivers the positions of the saved epoch that were not
+        delivered. Without a ``seed`` of its own, the loader takes the state's.
+        See :doc:`/guide/long_runs`.
 
         Raises:
             RuntimeError: the loader has already been iterated.
-            ValueError: the state does not fit this loader (another length,
-                seed, or shuffle setting), or is malformed.
+            ValueError: the state is malformed, or does not fit this loader (another
+                length, seed, shard or shuffle setting).
         """
-        if self._started or self._dispatcher.plan is not None or self._active:
+        if self._epochs.begun:
             raise RuntimeError(f"{self.name}: load_state_dict must be called before the first iteration")
         state = loaded(
             state,
@@ -431,15 +326,11 @@ class DataLoader:
             shard=[self.shard_index, self.num_shards],
             seed=self.seed if self._seed_given else None,
         )
-        self._loaded = state
+        self._epochs.load(state)
         if not self._seed_given:
             self.seed = state.seed
             if self._samples is not None:
                 self._samples.seed = state.seed
-        self._epoch = self._completed = state.epoch - 1
-        delivery = self._delivery
-        delivery.errors_before = delivery.done_errors = state.errors
-        delivery.calls = delivery.done_calls = state.calls
 
     @property
     def _shuffled(self) -> bool:
@@ -455,32 +346,16 @@ class DataLoader:
         self._shutdown.stop()
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop every loader thread and wait for them to end.
+        """Stop every loader thread and wait for them to end. Idempotent.
 
-        Threads busy in the yield function finish that call first; with a
-        ``call_timeout``, a call is not waited for past it. Idempotent.
+        A thread busy in the yield function finishes that call first, or its
+        ``call_timeout`` runs out.
 
         Args:
             timeout: the most seconds to wait for all the threads together; ``None``
-                waits until each ends. Threads still running then are logged; they
-                take no more work and end when their call returns.
+                waits until each ends. Threads still running then are logged.
         """
-        timeout = check_timeout(timeout)
-        try:
-            self.stop()
-        except BaseException:  # Ctrl-C cut it short: every thread must still be told before raising
-            self.stop()
-            raise
-        try:
-            running = self._pool.join(timeout)
-        finally:  # worker processes end even when a Ctrl-C cuts the wait short
-            self._yield_calls.close()
-        if running:
-            log.warning(
-                "%s: %s still inside the yield function after close(); they end when that call returns",
-                self.name, ", ".join(running),
-            )  # fmt: skip
-        self._shutdown.log_untaken()
+        self._shutdown.close(check_timeout(timeout), self._yield_calls)
 
     def __enter__(self) -> DataLoader:
         return self
@@ -496,80 +371,12 @@ class DataLoader:
     def __repr__(self) -> str:
         return (
             f"<DataLoader {self.name!r} threads={self.num_threads} max_len={self.max_len} "
-            f"epoch={self._epoch}{' closed' if self._shutdown.closed else ''}>"
+            f"epoch={self._epochs.epoch}{' closed' if self._shutdown.closed else ''}>"
         )
-
-    # The start and end of an epoch (the consumer's thread).
-
-    def _begin_epoch(self) -> EpochPlan:
-        length = self.batches_per_epoch if self._stream else epoch_length(self._yield_fn)
-        shutdown, dispatcher = self._shutdown, self._dispatcher
-        if shutdown.failure is not None:
-            shutdown.raise_failure()  # a failure in an abandoned epoch is not lost either
-        with self._lock:
-            if shutdown.closed:
-                raise LoaderClosed(shutdown.message()) from shutdown.failure
-            if self._active:
-                raise RuntimeError(
-                    f"{self.name}: an iteration over this DataLoader is in progress; "
-                    "finish it or close its iterator before starting another"
-                )
-            # Active, but nothing to hand out until the epoch's slots are set below.
-            self._active = True
-            dispatcher.slots = dispatcher.next = 0
-            self._epoch += 1
-            epoch = self._epoch
-        try:
-            on_epoch_begin = self._yield_calls.hook("on_epoch_begin")
-            if on_epoch_begin is not None:
-                if not self.overlap_epochs:  # with get_batch, calls of another epoch may run meanwhile
-                    dispatcher.wait_idle()  # a call left over from an abandoned epoch may still run
-                on_epoch_begin(epoch)
-            ahead = dispatcher.ahead
-            if ahead is not None and (ahead.epoch, ahead.length) != (epoch, self._planner.length(length)):
-                ahead = None  # made for another epoch, or the data's length changed
-            if ahead is None:
-                # The first plan made takes the loaded state's done positions.
-                done, self._loaded = (self._loaded.resume if self._loaded else None), None
-                plan = self._planner.plan(epoch, length, self.seed, done)
-            else:
-                plan = ahead
-            following = self._planner.plan(epoch + 1, length, self.seed) if self.overlap_epochs else None
-        except BaseException:
-            with self._lock:
-                self._active = False
-            raise
-        if self._watch.started is None:
-            self._watch.started = time.perf_counter()
-        if self._tuner is not None:
-            self._tuner.restart(self._tuner_sample())
-        slots = self._planner.slots(plan)
-        with self._lock:
-            dispatcher.hand_out(plan, slots, following, reused=ahead is not None)
-            if not self._started and not shutdown.closed:
-                # Under the lock, so that a close() in another thread sees every thread.
-                self._started = True
-                self._pool.start(self._yield_calls.width(self.num_threads))
-            self._pool.notify(all_threads=True)
-        if ahead is None:
-            self._delivery.early.clear()
-        return plan
-
-    def _end_epoch(self, completed: bool) -> None:
-        with self._lock:
-            self._active = False
-            if not completed:
-                self._dispatcher.close_epoch()  # hand out nothing more of this epoch
-        if not completed:
-            self._delivery.drain()
-
-    def _tuner_sample(self) -> Sample:
-        times = self._pool.call_times().values()
-        calls, call_seconds = sum(t.count for t in times), sum(t.total for t in times)
-        return self._tuner.sample(self._watch.batches, self._results.waited, calls, call_seconds)  # type: ignore[union-attr]
 
     def _tune(self, tuner: ThreadTuner) -> None:
         """Hand the tuner the totals now; resize the pool if it answers a new count. Consumer's thread."""
-        target = tuner.observe(self._tuner_sample(), self.num_threads)
+        sample = tuner.measure(self._pool.call_times().values(), self._watch.batches, self._results.waited)
+        target = tuner.observe(sample, self.num_threads)
         if target is not None:
             self.resize(target)

@@ -51,7 +51,7 @@ class Dispatcher:
         results: the queue to the consumer.
         budget: records the failures that ``on_error="skip"`` skips.
         shutdown: where a failure that stops the loader goes.
-        calls: where the calls run (``yield_calls``): in the loader threads, or in worker processes.
+        calls: where the calls run (``LoaderOptions.calls``): in the loader threads, or in worker processes.
         on_error: ``"raise"`` or ``"skip"``.
         max_len: the queue's capacity: also how many slots of the next epoch may be made ahead.
         ordered: whether slots are handed out within a window after the last one delivered.

@@ -1,11 +1,13 @@
-"""Every argument of ``DataLoader``, checked in one place before anything is made.
+"""Every argument of ``DataLoader``, checked in one place before anything is made, and where the calls run.
 
-``LoaderOptions.check`` takes the constructor's arguments as given and returns
-them checked and settled: the sample dataset wrapped in ``SampleBatches`` when
-``batch_size`` is given (which then does the shuffling), the tuner that
-``num_threads="auto"`` asks for and its first count, whether epochs can overlap,
-and a drawn seed when none was given. A wrong argument fails here with a message
-that names it and what is allowed, before any thread or file exists.
+``LoaderOptions.check`` takes the constructor's arguments as given, and returns
+them checked and settled. With ``batch_size``, the sample dataset is wrapped in
+``SampleBatches``, which then does the shuffling. ``num_threads="auto"`` gets its
+tuner and first count. It settles whether epochs can overlap, and draws a seed
+when none was given. A wrong argument fails here, before any thread or file
+exists; the message names it and what is allowed. ``LoaderOptions.calls`` then
+chooses where the calls run: in the loader threads, or in worker processes.
+See :doc:`/guide/threads_and_processes`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .._calls.thread_calls import Report, ThreadCalls, YieldCalls
+from .._calls.worker_processes import ProcessCalls
 from .._core.checks import check_bool, check_callable, check_int, check_timeout
 from .._data.batching import SampleBatches
 from .._data.keras_source import KerasSource, as_yield_function
@@ -169,6 +173,30 @@ class LoaderOptions:
             overlap_epochs=overlap_epochs,
             telemetry=telemetry,
             processes=processes,
+        )
+
+    def calls(self, report: Report) -> YieldCalls:
+        """Where the calls run: ``ThreadCalls`` with ``processes=0``, else ``ProcessCalls``.
+
+        Args:
+            report: the loader's error sink, for a yield function that reports what it skips.
+
+        Raises:
+            TypeError: with processes, the yield function or ``thread_init`` cannot be pickled.
+            ValueError: with processes, the yield function is a stream.
+        """
+        if not self.processes:
+            return ThreadCalls(self.yield_fn, self.stream, self.thread_init, report)
+        return ProcessCalls(
+            self.yield_fn,
+            self.processes,
+            self.num_threads,
+            stream=self.stream,
+            thread_init=self.thread_init,
+            report=report,
+            name=self.name,
+            # The most batches the loader holds at once: the shared-memory blocks kept.
+            max_batches=self.max_len + self.processes * self.num_threads,
         )
 
 

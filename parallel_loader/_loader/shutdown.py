@@ -28,6 +28,12 @@ log = logging.getLogger(__name__)
 class _Stoppable(Protocol):
     def stop(self) -> None: ...
 
+    def join(self, timeout: float | None = None) -> list[str]: ...
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
 
 class Shutdown:
     """Whether a loader is closed, and the failure that closed it.
@@ -72,6 +78,31 @@ class Shutdown:
         if self.threads is not None:
             self.threads.stop()
         self._results.close()
+
+    def close(self, timeout: float | None, calls: _Closable) -> None:
+        """Stop, wait for the threads, then close ``calls``; see ``DataLoader.close``.
+
+        Args:
+            timeout: the most seconds to wait for all the threads together; ``None`` for no limit.
+            calls: where the calls run; closed even when Ctrl-C cuts the wait short.
+        """
+        try:
+            self.stop()
+        except BaseException:  # Ctrl-C cut it short: every thread must still be told before raising
+            self.stop()
+            raise
+        assert self.threads is not None
+        try:
+            running = self.threads.join(timeout)
+        finally:  # worker processes end even when a Ctrl-C cuts the wait short
+            calls.close()
+        if running:
+            log.warning(
+                "%s: %s still inside the yield function after close(); they end when that call returns",
+                self.name,
+                ", ".join(running),
+            )
+        self.log_untaken()
 
     def raise_failure(self) -> NoReturn:
         """Raise the failure in the consumer, once; later, ``LoaderClosed`` caused by it.

@@ -1,28 +1,23 @@
 """A ``tf.data.Dataset`` with one ``DataLoader`` behind it for its whole lifetime.
 
-Each iteration of the dataset (each ``model.fit`` epoch, each pass of a
-``.repeat()``) is one epoch of the same loader, so epochs overlap as they do
-for ``Train``, ``num_threads="auto"`` keeps what it learnt, and the loader's
+Each iteration of the dataset is one epoch of the same loader: each ``model.fit``
+epoch, and each pass of a ``.repeat()``. So epochs overlap as they do for
+``Train``, ``num_threads="auto"`` keeps what it learnt, and the loader's
 statistics cover the whole run.
 
-The lifetime rule, with no call the user can forget: the loader's threads
-start at the first iteration and end
+The loader's threads start at the first iteration. They end at ``close()`` on
+the dataset, or when its ``with`` block ends. They also end when the dataset is
+no longer referenced, or at interpreter exit (a ``weakref.finalize``). A dataset
+derived from it, with ``.repeat()``, ``.map()`` or ``tf.distribute``, keeps it
+alive. A ``DataLoader`` given by the caller is the caller's: the dataset
+iterates it but never closes it.
 
-* at ``close()`` on the dataset, or when its ``with`` block ends;
-* when the dataset is no longer referenced (a ``weakref.finalize``: a dataset
-  derived from it with ``.repeat()`` or ``.map()``, and a ``tf.distribute``
-  dataset made from it, keep it alive);
-* at interpreter exit (the same finaliser), if still running then.
+One iteration runs at a time. An iteration that starts while another is in
+progress raises ``RuntimeError``, rather than share the epoch. An iterator
+dropped part way ends its epoch when TensorFlow releases it.
 
-A ``DataLoader`` given by the caller is the caller's: the dataset iterates it
-but never closes it.
-
-One iteration at a time: an iteration that starts while another is in progress
-(two iterators at once) raises ``RuntimeError`` saying so, rather than sharing
-the epoch between them. An iterator dropped part way ends its epoch when
-TensorFlow releases it; the next iteration is a clean new epoch.
-
-This module imports TensorFlow; ``tf_data`` imports it only inside ``as_tf_dataset``.
+TensorFlow is imported when the first dataset is made (``loader_dataset``), so
+importing this module stays light. See :doc:`/guide/training`.
 """
 
 from __future__ import annotations
@@ -31,18 +26,23 @@ import gc
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import Any
-
-import tensorflow as tf
+from typing import TYPE_CHECKING, Any
 
 from .._loader.data_loader import DataLoader
 
-__all__ = ["FINALIZE_TIMEOUT", "LoaderDataset", "LoaderFeed"]
+if TYPE_CHECKING:
+    import tensorflow as tf
+
+__all__ = ["FINALIZE_TIMEOUT", "LoaderFeed", "is_loader_dataset", "loader_dataset"]
 
 # When a dataset is collected, or at interpreter exit: the most seconds to wait for
 # loader threads still inside a call of the yield function. Those still running then
 # take no more work and end when their call returns (they are daemon threads).
 FINALIZE_TIMEOUT = 5.0
+
+# The LoaderDataset class once made: a subclass of tf.data.Dataset, so made after TensorFlow's import.
+_made: list[type] = []
+_made_lock = threading.Lock()
 
 
 class LoaderFeed:
@@ -104,52 +104,90 @@ class LoaderFeed:
             return True
 
 
-class LoaderDataset(tf.data.Dataset):
-    """A dataset that passes ``dataset``'s elements on and keeps the loader that feeds them (closing one it made).
+def loader_dataset(dataset: tf.data.Dataset, feed: LoaderFeed) -> tf.data.Dataset:
+    """A ``LoaderDataset``: ``dataset``'s elements, with ``feed``'s loader kept and closed with it.
 
-    ``as_tf_dataset`` returns one; it is a ``tf.data.Dataset`` in every other way
-    (``model.fit``, ``.repeat()``, ``tf.distribute``). See the module docstring
-    for when its threads end.
+    Imports TensorFlow.
 
     Args:
         dataset: the dataset made from ``feed.epoch``, with any steps after it.
         feed: the loader behind it.
     """
+    return _dataset_class()(dataset, feed)
 
-    def __init__(self, dataset: tf.data.Dataset, feed: LoaderFeed) -> None:
-        self._dataset = dataset
-        self._feed = feed
-        self._finalizer = weakref.finalize(self, _close_owned, feed, FINALIZE_TIMEOUT)
-        super().__init__(dataset._variant_tensor)  # the same elements, no new step
 
-    def _inputs(self) -> list[tf.data.Dataset]:
-        return [self._dataset]
+def is_loader_dataset(obj: Any) -> bool:
+    """Whether ``loader_dataset`` made ``obj``; never imports TensorFlow."""
+    return bool(_made) and isinstance(obj, _made[0])
 
-    @property
-    def element_spec(self) -> Any:
-        return self._dataset.element_spec
 
-    @property
-    def loader(self) -> DataLoader:
-        """The loader the dataset iterates."""
-        return self._feed.loader
+def __getattr__(name: str) -> Any:
+    """``LoaderDataset``, the class, made (and TensorFlow imported) on first use."""
+    if name == "LoaderDataset":
+        return _dataset_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    def close(self, timeout: float | None = None) -> None:
-        """End the loader's threads now (a ``DataLoader`` given by the caller is left open). Idempotent.
 
-        An iteration after it raises ``LoaderClosed``.
+def _dataset_class() -> type:
+    """The ``LoaderDataset`` class, made once; imports TensorFlow."""
+    with _made_lock:
+        if not _made:
+            _made.append(_make_dataset_class())
+        return _made[0]
+
+
+def _make_dataset_class() -> type:
+    import tensorflow as tf
+
+    class LoaderDataset(tf.data.Dataset):
+        """A dataset that passes ``dataset``'s elements on and keeps the loader that feeds them (closing one it made).
+
+        ``as_tf_dataset`` returns one; it is a ``tf.data.Dataset`` in every other way
+        (``model.fit``, ``.repeat()``, ``tf.distribute``). See the module docstring
+        for when its threads end.
 
         Args:
-            timeout: the most seconds to wait for threads still in a call (see ``DataLoader.close``).
+            dataset: the dataset made from ``feed.epoch``, with any steps after it.
+            feed: the loader behind it.
         """
-        if self._finalizer.detach() is not None:
-            _close_owned(self._feed, timeout)
 
-    def __enter__(self) -> LoaderDataset:
-        return self
+        def __init__(self, dataset: tf.data.Dataset, feed: LoaderFeed) -> None:
+            self._dataset = dataset
+            self._feed = feed
+            self._finalizer = weakref.finalize(self, _close_owned, feed, FINALIZE_TIMEOUT)
+            super().__init__(dataset._variant_tensor)  # the same elements, no new step
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        def _inputs(self) -> list[tf.data.Dataset]:
+            return [self._dataset]
+
+        @property
+        def element_spec(self) -> Any:
+            return self._dataset.element_spec
+
+        @property
+        def loader(self) -> DataLoader:
+            """The loader the dataset iterates."""
+            return self._feed.loader
+
+        def close(self, timeout: float | None = None) -> None:
+            """End the loader's threads now (a ``DataLoader`` given by the caller is left open). Idempotent.
+
+            An iteration after it raises ``LoaderClosed``.
+
+            Args:
+                timeout: the most seconds to wait for threads still in a call (see ``DataLoader.close``).
+            """
+            if self._finalizer.detach() is not None:
+                _close_owned(self._feed, timeout)
+
+        def __enter__(self) -> LoaderDataset:
+            return self
+
+        def __exit__(self, *exc_info: object) -> None:
+            self.close()
+
+    LoaderDataset.__qualname__ = "LoaderDataset"  # as if defined at the top: the module's __getattr__ gives it
+    return LoaderDataset
 
 
 def _close_owned(feed: LoaderFeed, timeout: float | None) -> None:

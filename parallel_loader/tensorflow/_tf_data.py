@@ -10,7 +10,6 @@ stays light for code that never touches TensorFlow.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from .._data.yield_function import epoch_length
 from .._loader.data_loader import DataLoader
 from .._loader.sharding import Remainder, check_shard
 from ._device_prefetch import prefetch_dataset
+from ._loader_dataset import LoaderFeed, is_loader_dataset, loader_dataset
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -83,7 +83,7 @@ def as_tf_dataset(
       threads start at the first iteration and end at ``dataset.close()`` or at
       the end of a ``with dataset:`` block, when the dataset is no longer
       referenced (garbage collected), or at interpreter exit, whichever comes
-      first (see ``parallel_loader.loader_dataset``). A loader thread that fails
+      first (see :doc:`/guide/training`). A loader thread that fails
       closes the loader: the error is raised in that iteration, and later
       iterations raise ``LoaderClosed``.
     * Given a ``DataLoader``, the caller owns it: the dataset only iterates it,
@@ -175,15 +175,13 @@ def as_tf_dataset(
             loader.close()
         raise
 
-    from ._loader_dataset import LoaderDataset, LoaderFeed
-
     feed = LoaderFeed(loader, owned)
     dataset = tf.data.Dataset.from_generator(feed.epoch, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     if prefetch_to_device is not None:
         dataset = prefetch_dataset(dataset, prefetch_to_device, device_buffer)
-    return LoaderDataset(dataset, feed)
+    return loader_dataset(dataset, feed)
 
 
 def _signature(yield_fn: Callable[..., Any], length: int | None, given: Any) -> Any:
@@ -211,9 +209,7 @@ def loader_of(dataset: Any) -> DataLoader:
             from one with ``.map`` or ``.repeat`` is another object: pass the one
             ``as_tf_dataset`` returned).
     """
-    # Not imported for the check: the module imports TensorFlow, and it was loaded if the dataset is one of its.
-    module = sys.modules.get(f"{__package__}._loader_dataset")
-    if module is None or not isinstance(dataset, module.LoaderDataset):
+    if not is_loader_dataset(dataset):
         raise TypeError(
             f"{type(dataset).__name__} was not made by as_tf_dataset (a dataset derived from one with "
             ".map(), .repeat() etc. is a new object): pass the DataLoader, or the dataset as_tf_dataset returned"

@@ -1,34 +1,29 @@
-"""The orchestrator: loader threads feed batches, the calling thread trains on them.
+"""``Train``: loader threads make batches, and the calling thread trains on them.
 
-``Train`` composes the pieces of the original design: a ``DataLoader`` (threads
-plus a bounded queue) for each of the training, validation and test data, and
-the user's task callables, which run in the thread that called ``run``. That is
-the main thread in a training script, where TensorFlow steps belong. ``Train``
-knows nothing of TensorFlow either: a task is any callable taking a batch. Only
-``prefetch_to_device`` brings TensorFlow in, through ``DevicePrefetcher``.
+``Train`` composes a ``DataLoader`` for each of the training, validation and test
+data with the user's tasks, which run in the thread that called ``run``. A task is
+any callable taking a batch. Only ``prefetch_to_device`` brings TensorFlow in.
+See :doc:`/guide/training`.
 """
 
 from __future__ import annotations
 
 import logging
-import numbers
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from .._core.checks import check_bool, check_int, check_threads
-from .._core.telemetry import LoaderStats
 from .._data.keras_source import as_yield_function
 from .._data.yield_function import epoch_length
 from .._loader.data_loader import STOP_TIMEOUT, DataLoader
 from .._loader.sharding import Remainder
 from ..tensorflow._device_prefetch import DevicePrefetcher
-from ._pass_stats import EpochStats, PassStats
+from ._pass_stats import EpochStats, Means, PassStats, epoch_record, epoch_stats
 from ._progress import PassProgress, progress_mode
 
 __all__ = ["EpochStats", "PassStats", "Train"]
@@ -39,62 +34,50 @@ log = logging.getLogger(__name__)
 class Train:
     """Train on batches made by loader threads, in the calling thread.
 
-    Each epoch shows its progress on stderr (see ``run``) and ends with a record in
-    ``history``. Stop early, as Keras's ``EarlyStopping`` does, by returning True
-    from ``on_epoch_end`` or by calling ``stop()``.
+    Each epoch shows its progress on stderr and ends with a record in ``history``.
+    Stop early by returning True from ``on_epoch_end``, or by calling ``stop()``.
 
     Args:
         main_task: called with each training batch, in the thread that calls ``run``.
-            ``lambda batch: model.train_on_batch(*batch, return_dict=True)`` trains a
-            compiled Keras model; the means of the numbers it returns are shown and
-            kept in ``PassStats.metrics``.
+            The means of the numbers it returns in a dict are kept in ``PassStats.metrics``.
         train_yield: the training data: a ``YieldFunction``, a zero-argument callable,
             or with ``batch_size`` a sample dataset.
         val_yield: validation data, run through ``val_task`` after every epoch.
         test_yield: test data, run through ``test_task`` by ``test()``.
-        num_threads: loader threads for the training data (default 4), or ``"auto"``
-            to let each loader tune its count while it runs (see ``DataLoader``).
-        max_len: capacity of each batch queue.
+        num_threads: loader threads for the training data (default 4), or ``"auto"``.
+        max_len: the capacity of each batch queue.
         val_task: called with each validation batch; required with ``val_yield``.
         test_task: called with each test batch; required with ``test_yield``.
-        eval_num_threads: loader threads for validation and test data (default ``num_threads``), or ``"auto"``.
-        shuffle: shuffle the training data every epoch (the samples with
-            ``batch_size``, else the order of the batches). On by default, as in
-            Keras's ``fit``: ``Train`` is a training loop, while a ``DataLoader``
-            also serves evaluation data, which need not be shuffled.
+        eval_num_threads: loader threads for validation and test data (default ``num_threads``).
+        shuffle: shuffle the training data every epoch; on by default, as in Keras's ``fit``.
         seed: makes the shuffling reproducible.
-        ordered: deliver training batches in index order (see ``DataLoader``).
+        ordered: deliver the training batches in index order.
         keep_outputs: keep what the tasks return in ``PassStats.outputs``.
-        on_epoch_end: called with each ``EpochStats`` once its epoch is done;
-            returning True stops the run after that epoch.
-        batches_per_epoch: the number of batches that make an epoch of a stream
-            (a ``train_yield`` without ``__len__``); a ``train_yield`` with
-            ``__len__`` gives its own. ``shuffle`` and ``ordered`` apply only to the latter.
-            Without it, a stream's epoch lasts until it raises ``StopIteration``.
-        batch_size: the data sets are sample datasets, batched by the loaders with
-            this many samples per batch (see ``DataLoader``).
-        drop_last: with ``batch_size``, leave out each training epoch's last, short
-            batch; validation and test data keep every sample.
-        collate: with ``batch_size``, makes a batch from a list of samples.
+        on_epoch_end: called with each epoch's ``EpochStats``; returning True stops the run.
+        batches_per_epoch: for a stream only: the number of batches that make an epoch.
+        batch_size: the data sets are sample datasets, batched this many samples per batch.
+        drop_last: with ``batch_size``: leave out each training epoch's last, short batch.
+        collate: with ``batch_size``: makes a batch from a list of samples.
         max_nthread: the original name of ``num_threads``, kept as an alias.
         eval_nthread: the original name of ``eval_num_threads``, kept as an alias.
-        on_error, max_errors, error_log, call_timeout, thread_init, overlap_epochs, processes: passed
-            to every loader (see ``DataLoader``); the loaders keep one error budget
-            count each, and append to the same ``error_log``. With ``overlap_epochs``
-            the training loader makes the next epoch's first batches during validation.
-        num_shards, shard_index, shard_remainder: read only shard ``shard_index`` of
-            ``num_shards`` of each training epoch, for multi-worker training (see
-            ``DataLoader``); validation and test data are not sharded.
-        prefetch_to_device: a device such as ``"/GPU:0"``: a ``DevicePrefetcher``
-            thread copies the next batches there while the task runs, and every
-            task gets its batch as tensors already on that device. Imports
-            TensorFlow. A device this process does not have is logged once and
-            ignored (the tasks then get the batches as the loaders made them).
-        device_buffer: with ``prefetch_to_device``, the most batches copied ahead
-            of the one the task is running on.
+        on_error: passed to every loader (see ``DataLoader``).
+        max_errors: passed to every loader; each loader keeps its own error budget.
+        error_log: passed to every loader; all append to the same file.
+        call_timeout: passed to every loader.
+        thread_init: passed to every loader.
+        num_shards: read one shard of each training epoch; validation and test data are not sharded.
+        shard_index: the training data's shard, ``0 <= shard_index < num_shards``.
+        shard_remainder: ``"pad"`` or ``"drop"``, as for ``DataLoader``.
+        prefetch_to_device: a device such as ``"/GPU:0"``: the tasks get their batches
+            as tensors already copied there. Imports TensorFlow.
+        device_buffer: with ``prefetch_to_device``: the most batches copied ahead.
+        overlap_epochs: passed to every loader; the next epoch starts during validation.
+        processes: passed to every loader.
 
     Raises:
         TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
+
+    See :doc:`/guide/training`.
     """
 
     def __init__(
@@ -204,13 +187,8 @@ class Train:
 
         Args:
             epochs: the most epochs to run; fewer if stopped early.
-            progress: ``None`` (the default) shows a progress bar per epoch on stderr
-                when it is a terminal, and one line per epoch otherwise (a log
-                file, CI); ``True`` always a bar; ``False`` nothing. The bar shows
-                batches done / total, time left, batches/s, the share of time this
-                thread waited for data (input-bound), the loader threads and the
-                means of the task's metrics; the validation figures follow at the
-                end of the epoch.
+            progress: ``None`` (the default) shows a bar per epoch on a terminal, and a
+                line per epoch elsewhere. ``True`` always shows a bar; ``False`` nothing.
 
         Returns:
             ``self.history``: one ``EpochStats`` per epoch, of this call and earlier ones.
@@ -250,9 +228,8 @@ class Train:
         """Ask the ``run`` in progress to stop, as Keras's ``model.stop_training = True`` does.
 
         Call it from ``main_task``, ``on_epoch_end``, or any other thread. The
-        training pass ends after the batch in progress; the epoch then ends as
-        usual (validation, its record in ``history``, ``on_epoch_end``) and ``run``
-        returns with the loader threads closed. The next ``run`` starts afresh.
+        training pass ends after the batch in progress. The epoch then ends as
+        usual, and ``run`` returns with the loader threads closed.
         """
         self._stop_requested = True
 
@@ -307,16 +284,15 @@ class Train:
     def state_dict(self) -> dict[str, Any]:
         """The training's position: its history and the training loader's state (JSON-serialisable).
 
-        Taken between epochs, or mid-epoch (from a task, a callback, or an
-        ``except KeyboardInterrupt`` around ``run``), it lets ``load_state_dict`` on
-        a new ``Train`` go on from the next batch not yet trained on: the rest of
-        the epoch, then the later epochs, as if never interrupted. Save it with the
+        Take it between epochs, or mid-epoch. ``load_state_dict`` on a new ``Train``
+        then goes on from the next batch not yet trained on. Save it with the
         model's weights and the optimizer's state, taken at the same moment.
+        See :doc:`/guide/long_runs`.
         """
         loader = self._last.get("train") or (self._loaders or {}).get("train")
         train_state = self._states.get("train") or (loader.state_dict() if loader is not None else None)
         return {
-            "history": [_stats_dict(stats) for stats in self.history],
+            "history": [epoch_record(stats) for stats in self.history],
             "train": train_state,
         }
 
@@ -328,7 +304,7 @@ class Train:
         """
         if not isinstance(state, dict) or "history" not in state or "train" not in state:
             raise ValueError(f"not a Train state (a dict with 'history' and 'train'): {state!r:.200}")
-        history = [_stats_from_dict(item) for item in state["history"]]
+        history = [epoch_stats(item) for item in state["history"]]
         if self._loaders is not None:
             _close_all(list(self._loaders.values()), 0)
         self.history = history
@@ -343,7 +319,7 @@ class Train:
         stoppable: bool = False,
     ) -> PassStats:
         stats = PassStats()
-        means = _Means()
+        means = Means()
         before = loader.stats()
         start = ready = time.perf_counter()
         source = loader if self._prefetcher is None else self._prefetcher.iterate(loader)
@@ -368,35 +344,6 @@ class Train:
         return stats
 
 
-class _Means:
-    """Running means of the numbers in the dicts a task returns; anything else is ignored."""
-
-    def __init__(self) -> None:
-        self._sums: dict[str, float] = {}
-        self._counts: dict[str, int] = {}
-        self.values: dict[str, float] = {}
-
-    def add(self, output: Any) -> None:
-        if not isinstance(output, Mapping):
-            return
-        for name, value in output.items():
-            number = _number(value)
-            if number is None:
-                continue
-            self._sums[name] = self._sums.get(name, 0.0) + number
-            self._counts[name] = self._counts.get(name, 0) + 1
-            self.values[name] = self._sums[name] / self._counts[name]
-
-
-def _number(value: Any) -> float | None:
-    """``value`` as a float if it is a plain number, never reading a tensor (which would wait for the device)."""
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
-        return float(value.reshape(()))
-    return None
-
-
 def _is_true(value: Any) -> bool:
     """Whether a callback asked to stop: True (numpy's too), not merely something truthy it returned."""
     return isinstance(value, bool | np.bool_) and bool(value)
@@ -412,9 +359,11 @@ def _alias(name: str, value: Any, alias: str, alias_value: Any, default: Any) ->
 
 
 def _close_all(loaders: list[DataLoader], timeout: float | None, prefetcher: DevicePrefetcher | None = None) -> None:
-    """Stop every loader before waiting for any, so that an interrupt while waiting
-    for one (a second Ctrl-C) cannot leave another's threads running unstopped;
-    then the device prefetcher's copy thread, which ends once its loader stops."""
+    """Stop every loader, then wait for each, then close the device prefetcher's copy thread.
+
+    Every loader is stopped before any is waited for. So a second Ctrl-C while
+    waiting cannot leave another loader's threads running.
+    """
     try:
         for loader in loaders:
             loader.stop()
@@ -435,30 +384,3 @@ def _close_all(loaders: list[DataLoader], timeout: float | None, prefetcher: Dev
 
 def _left(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
-
-
-def _stats_dict(stats: EpochStats) -> dict[str, Any]:
-    record = asdict(stats)
-    for pass_record in (record["train"], record["val"]):
-        if pass_record is not None:
-            pass_record["outputs"] = []  # what tasks return is not JSON; it is not part of the state
-    return record
-
-
-def _pass_from_dict(record: Mapping[str, Any]) -> PassStats:
-    values = dict(record)
-    if values.get("loader") is not None:
-        values["loader"] = LoaderStats.from_dict(values["loader"])
-    return PassStats(**values)
-
-
-def _stats_from_dict(record: Any) -> EpochStats:
-    try:
-        val = record.get("val")
-        return EpochStats(
-            epoch=int(record["epoch"]),
-            train=_pass_from_dict(record["train"]),
-            val=_pass_from_dict(val) if val is not None else None,
-        )
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"malformed EpochStats in a Train state ({exc}): {record!r:.200}") from None

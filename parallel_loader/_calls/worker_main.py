@@ -1,0 +1,149 @@
+"""What runs in a worker process of process mode: one thread per lane, and the control pipe.
+
+``worker_main`` is the process's target. It unpickles the yield function and
+``thread_init``, starts one thread per lane, and serves stack and hook requests
+on the control pipe. Each thread calls ``thread_init``, then answers the tasks
+its lane brings. A batch's arrays go through a shared-memory block the loader
+hands over (``shared_batches``). The process exits when the control pipe closes.
+See :doc:`/guide/threads_and_processes`.
+
+A worker thread first sends ``("ready",)``, or ``("init_error", exc, text)``.
+For each task, it sends ``("need", nbytes)`` when its arrays need a block. It
+then sends ``("ok", skeleton, reports)`` or ``("error", exc, text, reports)``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+from .._data.yield_function import call_of
+from .._faults.results import Task
+from .remote_errors import portable
+from .shared_batches import WorkerMappings, split_arrays, write_arrays
+
+__all__ = ["worker_main"]
+
+# The one call of a yield function, chosen once per worker thread (yield_function.call_of).
+Call = Callable[[int, int], Any]
+
+
+def worker_main(
+    payload: bytes, number: int, name: str, keep: int, control: Connection, lanes: list[Connection]
+) -> None:
+    """Run a worker process: a thread serves each lane; this thread serves the control pipe.
+
+    Args:
+        payload: the pickled ``(yield_fn, thread_init)``.
+        number: the worker's number; its threads get ``number * len(lanes) + j``.
+        name: the process's name, for messages.
+        keep: how many blocks' mappings to keep (``WorkerMappings``).
+        control: the pipe for stack and hook requests; its end ends the process.
+        lanes: one pipe per worker thread.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's: it ends the workers
+    yield_fn, thread_init = pickle.loads(payload)
+    threads = len(lanes)
+    mappings = WorkerMappings(keep)
+    reports = threading.local()
+    sink = getattr(yield_fn, "set_error_sink", None)
+    if sink is not None:
+        sink(lambda index, exc, context=None: reports.list.append((index, portable(exc)[0], context)))
+    call = call_of(yield_fn, False)
+    workers = [
+        threading.Thread(
+            target=_serve,
+            args=(conn, call, thread_init, number * threads + j, f"{name} (pid {os.getpid()})", reports, mappings),
+            name=f"{name}-thread-{j}",
+            daemon=True,
+        )
+        for j, conn in enumerate(lanes)
+    ]
+    for thread in workers:
+        thread.start()
+    while True:
+        try:
+            request = control.recv()
+        except (EOFError, OSError):
+            os._exit(0)  # the consumer closed, or died: no orphan
+        if request[0] == "stack":
+            frame = sys._current_frames().get(workers[request[1]].ident or -1)
+            control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
+        elif request[0] == "hook":
+            try:
+                getattr(yield_fn, request[1])(request[2])
+                control.send("ok")
+            except BaseException as exc:
+                exc.add_note(f"raised by {request[1]} in worker process {name} (pid {os.getpid()})")
+                control.send(portable(exc))
+
+
+def _serve(
+    conn: Connection,
+    call: Call,
+    thread_init: Callable[[int], Any] | None,
+    number: int,
+    where: str,
+    reports: threading.local,
+    mappings: WorkerMappings,
+) -> None:
+    """One worker thread: call the yield function for each task its lane brings, until the lane closes."""
+    thread = threading.current_thread().name
+    reports.list = []
+    try:
+        if thread_init is not None:
+            thread_init(number)
+    except BaseException as exc:
+        exc.add_note(f"raised by thread_init in worker process {where}, thread {thread}")
+        _send(conn, ("init_error", *portable(exc)))
+        return
+    _send(conn, ("ready",))
+    while True:
+        try:
+            _, task = conn.recv()
+            _answer(conn, task, call, f"worker process {where}, thread {thread}", reports, mappings)
+        except (EOFError, OSError):  # raised by the pipe alone: _answer sends every other error
+            return  # the consumer closed the lane, or is gone
+
+
+def _answer(
+    conn: Connection, task: Task, call: Call, where: str, reports: threading.local, mappings: WorkerMappings
+) -> None:
+    """Make the batch of ``task`` and send it (its arrays through a block), or send what was raised."""
+    reports.list = []
+    try:
+        batch = call(task[4], task[1])
+        skeleton, arrays, nbytes = split_arrays(batch)
+        del batch
+    except BaseException as exc:
+        exc.add_note(f"raised in {where}")
+        _send(conn, ("error", *portable(exc), reports.list))
+        return
+    if arrays:
+        _send(conn, ("need", nbytes))
+        _, block, size = conn.recv()
+        try:
+            write_arrays(block, size, skeleton, arrays, mappings)
+        except BaseException as exc:
+            exc.add_note(f"raised in {where}, writing the batch into shared memory")
+            _send(conn, ("error", *portable(exc), reports.list))
+            return
+    _send(conn, ("ok", skeleton, reports.list))
+
+
+def _send(conn: Connection, message: tuple[Any, ...]) -> None:
+    """Send ``message``; one that cannot be pickled goes as an error saying so."""
+    try:
+        data = ForkingPickler.dumps(message)
+    except Exception as exc:
+        error = TypeError(f"the batch cannot be pickled to cross from the worker process: {exc!r}")
+        data = ForkingPickler.dumps(("error", *portable(error), []))
+    conn.send_bytes(bytes(data))
