@@ -1,14 +1,15 @@
 """parallel_loader: threads that prepare batches while the main thread trains.
 
-N loader threads call a yield function (or batch a sample dataset) and put the
-batches in a bounded queue; the training loop takes them out, so a step costs
-max(T_load / N, T_train) instead of T_load + T_train.
+N loader threads call a yield function (or batch a sample dataset). They put
+the batches in a bounded queue, and the training loop takes them out. So a step
+costs max(T_load / N, T_train) instead of T_load + T_train.
 
 Video decoding lives in ``parallel_loader.video`` and the synthetic data set in
 ``parallel_loader.sample_data``; multi-worker sharding in ``parallel_loader.sharding``.
 ``as_tf_dataset`` and ``DevicePrefetcher`` import TensorFlow only when called.
-``parallel_loader.tf_startup`` imports TensorFlow without its start-up log lines, and
-``parallel_loader.progress`` draws the progress of ``Train`` (with tqdm).
+``parallel_loader.tf_startup`` imports TensorFlow without its start-up log lines.
+``parallel_loader.train`` holds ``Train`` and draws its progress (with tqdm).
+See :doc:`/architecture`.
 """
 
 from ._core.fifo_queue import FIFOQueue, QueueClosed

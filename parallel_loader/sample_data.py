@@ -1,16 +1,17 @@
 """A small synthetic video data set whose classes differ only in motion.
 
 Each video shows one disc on a textured, noisy background, 320x240 at 25 fps,
-3 to 6 seconds long, encoded as MPEG-4 part 2 (XviD) in AVI like UCF101 (OpenCV's
-``XVID`` writer uses FFmpeg's encoder, so the AVI tag reads ``FMP4``). The
-disc's size, colour, start position and exact speed are random; its class is
-how it moves (up, down, sideways, ...), and it wraps around the frame edges so
+3 to 6 seconds long. It is encoded as MPEG-4 part 2 (XviD) in AVI, like UCF101.
+OpenCV's ``XVID`` writer uses FFmpeg's encoder, so the AVI tag reads ``FMP4``.
+
+The disc's size, colour, start position and exact speed are random. Its class
+is how it moves (up, down, sideways, ...). It wraps around the frame edges, so
 that it keeps moving. Every disc, still or moving, starts anywhere in the frame
-with equal chance and is drawn with its wrapped copies (a disc on an edge shows
-on both sides), so in every class the disc is equally likely to be anywhere in
-any one frame: one frame says nothing of the class, a model must compare frames,
-and a pipeline that mixes up labels or frame order cannot learn it. Every class
-is its own mirror image, so a horizontal flip keeps labels right.
+with equal chance. It is drawn with its wrapped copies: a disc on an edge shows
+on both sides. So in every class, the disc is equally likely to be anywhere in
+any one frame. One frame says nothing of the class, and a model must compare
+frames. A pipeline that mixes up labels or frame order cannot learn it. Every
+class is its own mirror image, so a horizontal flip keeps labels right.
 
 The tree is ``OUT/train/<class>/<class>_NNN.avi`` and ``OUT/val/<class>/...``,
 ready for ``VideoFolder``. Run it as::
@@ -18,9 +19,9 @@ ready for ``VideoFolder``. Run it as::
     python -m parallel_loader.sample_data OUT --classes 5 --per-class 20
 
 Existing complete videos (every frame decodes) are kept, so running it again
-costs only a decode of each; a set made with another seed or generator version
-is replaced, and videos a new ``--per-class`` or ``--val-fraction`` puts
-elsewhere are removed (``OUT/.sample_data.json`` records what made the set).
+costs only a decode of each. A set made with another seed or generator version
+is replaced. ``OUT/.sample_data.json`` records the seed and generator version.
+Videos that a new ``--per-class`` or ``--val-fraction`` puts elsewhere are removed.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ def make_sample_data(
         out: the folder to write ``train/`` and ``val/`` into.
         classes: how many classes, the first ones of ``MOTIONS`` (at most ``len(MOTIONS)``).
         per_class: videos per class, training and validation together.
-        val_fraction: the share of each class's videos that go to ``val/`` (at least one
-            when ``per_class > 1``, and at least one stays in ``train/``).
+        val_fraction: the share of each class's videos that go to ``val/``. At least
+            one goes there when ``per_class > 1`` and ``val_fraction > 0``. At least
+            one stays in ``train/``.
         seed: makes the whole data set reproducible.
 
     Returns:
@@ -192,9 +194,9 @@ def _complete(path: Path, n_frames: int) -> bool:
 def _disc(name: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
     """Draw a disc of class ``name``: its start ``(x, y)``, velocity ``(dx, dy)`` per frame, and radius.
 
-    The start is uniform over the whole frame for every class, so that where the
-    disc is in a frame (at the start, and so at any time, since it wraps) gives
-    no hint of its class.
+    The start is uniform over the whole frame for every class. So where the disc
+    is in a frame gives no hint of its class: not at the start, and, since it
+    wraps, not at any time.
     """
     vertical, horizontal, speeds = MOTIONS[name]
     speed = rng.uniform(*speeds)

@@ -1,26 +1,27 @@
 """Batches that cross from a worker process to the consumer through shared memory.
 
-A *block* is one named shared-memory segment, made and unlinked by the consuming
-process alone (``BlockPool``); a worker process only opens one by name, writes into
-it, and closes it. A batch is sent in two parts:
+A *block* is one named shared-memory segment. Only the consuming process makes
+and unlinks blocks (``BlockPool``). A worker process only opens one by name,
+writes into it, and closes it. A batch is sent in two parts:
 
-* its *skeleton*: the batch with every large numpy array (of at least
-  ``INLINE_BYTES`` bytes and a dtype without Python objects) inside tuples, lists
-  and dicts replaced by an ``ArrayRef`` (offset, dtype, shape); this part is small
-  and is pickled;
+* its *skeleton*, which is small and is pickled. It is the batch with every large
+  numpy array inside tuples, lists and dicts replaced by an ``ArrayRef`` (offset,
+  dtype, shape). Large means at least ``INLINE_BYTES`` bytes, with a dtype
+  without Python objects;
 * the arrays' bytes, written once, side by side, into one block (``write_arrays``).
 
-The consumer's side (``BlockPool.build``) maps the block afresh and makes each
-array a view of that mapping, so the data is neither copied again nor unpickled.
+The consumer's side (``BlockPool.build``) maps the block afresh. Each array is a
+view of that mapping, so the data is neither copied again nor unpickled.
 The block goes back to the pool when the last of those arrays is garbage, not
 before: the mapping's finalizer returns it. So a batch kept by the consumer stays
 valid, and blocks are reused from one batch to the next.
 
-The pool keeps at most ``capacity`` free blocks (the loader gives it the most
-batches it holds at once); a block released past that is unlinked. ``close()``
-unlinks every block, in use or not: a mapping still held stays readable until it
-is dropped, as the operating system keeps an unlinked segment while it is mapped.
-A worker killed while writing leaves nothing behind, since it owns no block.
+The pool keeps at most ``capacity`` free blocks, and unlinks a block released
+past that. The loader sets ``capacity`` to the most batches it holds at once.
+``close()`` unlinks every block, in use or not. A mapping still held stays
+readable until it is dropped: the operating system keeps an unlinked segment
+while it is mapped. A worker killed while writing leaves nothing behind, since
+it owns no block.
 
 This module knows nothing of processes, threads or loaders. POSIX only.
 """
@@ -279,9 +280,9 @@ def _fill(obj: Any, mapping: mmap.mmap) -> Any:
 def _open(name: str, size: int) -> mmap.mmap:
     """Map block ``name``: a new mapping each time, which keeps the memory while any view of it lives.
 
-    Opened with the POSIX call itself rather than ``SharedMemory(name)``, which in
-    Python 3.11 registers the segment with the resource tracker again in each process
-    that opens it.
+    Opened with the POSIX call itself rather than ``SharedMemory(name)``. In Python
+    3.11, ``SharedMemory(name)`` registers the segment with the resource tracker
+    again in each process that opens it.
     """
     fd = _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
     try:

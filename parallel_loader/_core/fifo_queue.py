@@ -3,8 +3,8 @@
 ``FIFOQueue`` is the buffer between the threads that make batches and the thread
 that consumes them. It is ``queue.Queue`` plus one thing Python 3.11 lacks:
 ``close()`` (Python 3.13 calls it ``Queue.shutdown``). Closing wakes every
-blocked caller at once; producers then fail, consumers drain what is left and
-then fail, so nothing queued is lost and nobody waits forever.
+blocked caller at once. Producers then fail. Consumers drain what is left and
+then fail. So nothing queued is lost and nobody waits forever.
 
 The queue knows nothing of the threads that use it: any thread may call any
 method.
@@ -30,8 +30,7 @@ class QueueClosed(Exception):
 class FIFOQueue:
     """A thread-safe bounded FIFO queue that can be closed.
 
-    Each instance is independent (the original design kept its state at class
-    level, so two queues were one).
+    Each instance is independent.
 
     Args:
         max_len: the most items the queue holds; ``enqueue`` blocks while it is full.
@@ -47,7 +46,7 @@ class FIFOQueue:
         self._closed = False
         # One lock, held whenever the queue or its closed flag changes, shared by
         # both conditions so that a waiter re-checks both under the same lock.
-        # Taken as ``with self._mutex``, and waited on through ``_interrupt_safe.wait``,
+        # Taken as ``with self._mutex``, and waited on through ``interrupt_safe.wait``,
         # so that Ctrl-C at any point leaves it as it should be (see that module).
         self._mutex = new_lock()
         self._not_empty = threading.Condition(self._mutex)

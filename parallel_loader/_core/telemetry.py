@@ -3,12 +3,12 @@
 Two sides record, each without a lock of its own:
 
 * each loader thread times its calls of the yield function in a ``CallTimes``
-  that only it writes: a count and a total since it started, and the durations
-  of its last ``WINDOW`` calls in a ring, for the percentiles;
-* the consuming thread counts the batches it delivers in a ``QueueWatch``, and
-  the queue (``FIFOQueue.taken``, ``fill_total``, ``waited``) counts under the
-  lock its ``dequeue`` holds anyway how full it was at each take and how long
-  the takes waited (the clock is read only when a take has to wait).
+  that only it writes. It holds a count and a total since the thread started.
+  It also holds the durations of the last ``WINDOW`` calls in a ring, for the percentiles;
+* the consuming thread counts the batches it delivers in a ``QueueWatch``. The
+  queue counts how full it was at each take and how long the takes waited
+  (``FIFOQueue.taken``, ``fill_total``, ``waited``). It counts under the lock
+  its ``dequeue`` holds anyway. The clock is read only when a take has to wait.
 
 A snapshot reads both without stopping anyone, so it is approximate: a call
 being recorded at that moment may be left out. ``LoaderStats.since`` gives the
@@ -74,7 +74,7 @@ class Rates:
 
     @property
     def wait_fraction(self) -> float:
-        """The share of the time the consumer waited for data (input-bound): 0 means the loader kept up."""
+        """The share of the time the consumer waited for data (input-bound), 0 when the loader kept up."""
         return self.wait_seconds / self.seconds if self.seconds > 0 else 0.0
 
     @property
@@ -125,9 +125,9 @@ class LoaderStats(Rates):
         seconds: wall time since the first iteration began.
         wait_seconds: time the consumer spent waiting for results from the queue.
         calls: call times of the yield function, all threads together.
-        per_thread: the same per loader thread, by thread name. A thread number is
-            given again, once its thread has ended (retired by ``resize`` or the
-            tuner), to the next thread started, whose calls add to the same record.
+        per_thread: the same per loader thread, by thread name. Once a thread has
+            ended (retired by ``resize`` or the tuner), the next thread started gets
+            its number. That thread's calls add to the same record.
         queue_fill: how full the queue was on average when the consumer took a
             result (0: empty, it waited; 1: full, the loader is ahead).
         takes: results the consumer took from the queue (what ``queue_fill`` averages over).

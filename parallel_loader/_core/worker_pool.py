@@ -1,17 +1,17 @@
 """The loader's threads: each takes a task, makes it, hands the result on, and takes the next.
 
-``WorkerPool`` owns the threads, their start and their end (``resize`` adds
-threads or retires some while they run), the count of calls in progress, the
-time of each call (``telemetry.CallTimes``), and the watchdog that notices a
-call stuck for longer than ``call_timeout``. What a task is, how it is made and where the result goes is
-the loader's business, given as three functions. The pool knows nothing of
-epochs, batches or queues.
+``WorkerPool`` owns the threads, their start and their end. ``resize`` adds
+threads or retires some while they run. The pool also owns the count of calls in
+progress and the time of each call (``telemetry.CallTimes``). Its watchdog notices
+a call stuck for longer than ``call_timeout``. What a task is, how it is made and
+where the result goes is the loader's business, given as three functions. The
+pool knows nothing of epochs, batches or queues.
 
-Locking: the pool shares one lock with its owner (the loader's state and the
-pool's are read together when handing out work): an ``RLock`` from
-``_interrupt_safe.new_lock``, taken as ``with lock`` and waited on through
-``_interrupt_safe.wait``, so that Ctrl-C in the main thread at any point leaves it as
-it should be (see that module).
+Locking: the pool shares one lock with its owner, since the loader's state and
+the pool's are read together when handing out work. It is an ``RLock`` from
+``interrupt_safe.new_lock``, taken as ``with lock`` and waited on through
+``interrupt_safe.wait``. So a Ctrl-C in the main thread at any point leaves it
+as it should be (see that module).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ class WorkerPool:
         self._watchdog: threading.Thread | None = None
         # The watchdog sleeps on this until a call may pass call_timeout; stop() wakes it. Not a
         # threading.Event: Event.set() takes its own lock through Condition.__enter__, which a
-        # Ctrl-C can leave held (see _interrupt_safe), and stop() runs in the main thread.
+        # Ctrl-C can leave held (see interrupt_safe), and stop() runs in the main thread.
         self._watchdog_wake = threading.Condition(lock)
 
     @property

@@ -2,21 +2,21 @@
 
 A *sample dataset* has ``len()`` samples and gives one sample for an index, as
 ``dataset[i]`` (PyTorch's habit) or ``dataset(i)``. ``SampleBatches`` turns it
-into a batch-level yield function: ``on_epoch_begin(epoch)`` fixes the epoch's
-order of the samples (shuffled from the seed and the epoch), and ``self(i)``
-makes batch ``i`` from its samples in one call, so that one loader thread does
-all the work of a batch (the decoding that runs outside the GIL included).
+into a batch-level yield function. ``on_epoch_begin(epoch)`` fixes the epoch's
+order of the samples, shuffled from the seed and the epoch. ``self(i)`` makes
+batch ``i`` from its samples in one call. So one loader thread does all the work
+of a batch, the decoding that runs outside the GIL included.
 ``DataLoader(..., batch_size=...)`` wraps a sample dataset in it.
 
-Batch ``i`` of an epoch depends on the seed, the epoch and ``i`` alone, so the
+Batch ``i`` of an epoch depends on the seed, the epoch and ``i`` alone. So the
 batches are the same whichever thread makes them and however many threads there
-are; every sample is in exactly one batch of an epoch (with ``drop_last``, the
-samples past the last full batch are in none).
+are. Every sample is in exactly one batch of an epoch. With ``drop_last``, the
+samples past the last full batch are in none.
 
-Under a loader that skips failures (``on_error="skip"``, told through the error
-sink, see ``error_sink``), a sample that raises is replaced by another, drawn
-from ``(seed, epoch, batch, place in the batch, attempt)``, so the batch still
-comes full and stays reproducible. A sample that failed for a lasting reason
+A loader may skip failures (``on_error="skip"``), and tells this through the
+error sink (see ``error_sink``). A sample that raises is then replaced by another,
+drawn from ``(seed, epoch, batch, place in the batch, attempt)``. So the batch
+still comes full and stays reproducible. A sample that failed for a lasting reason
 (see ``quarantine.lasting``) is not fetched again in the run: later draws of it
 are replaced at once. Each bad sample is one record in the loader's ``errors``,
 with the count of its draws replaced. A replacement is drawn from all the
@@ -168,9 +168,10 @@ class SampleBatches(YieldFunction):
     def _replacing_get(self, sample: int, epoch: int, index: int, place: int, count: int) -> Any:
         """Sample ``sample``, or, if it fails, another drawn for this place of batch ``index``; report each bad draw.
 
-        Attempt ``k > 0`` draws from its own generator, so the sample that takes
-        a bad one's place depends on which samples are bad, not on which thread
-        found them bad first (a sample in quarantine fails its attempt as it would if tried).
+        Attempt ``k > 0`` draws from its own generator. So the sample that takes a
+        bad one's place depends on which samples are bad, not on which thread
+        found them bad first. A sample in quarantine fails its attempt as it would
+        if tried.
         """
         failure: BaseException | None = None
         for attempt in itertools.count():
@@ -247,8 +248,8 @@ def default_collate(samples: Sequence[Any]) -> Any:
     become a 1-D array, arrays gain a first dimension of ``len(samples)``.
 
     Raises:
-        TypeError: a sample part is neither an array, a number, a string, nor a
-            tuple, list or dict of them; or the samples differ in structure.
+        TypeError: the samples differ in structure, or a part is not an array, a
+            number, a string, or a tuple, list or dict of them.
         ValueError: arrays to stack differ in shape.
     """
     first = samples[0]

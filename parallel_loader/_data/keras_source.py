@@ -4,24 +4,26 @@ A Keras ``PyDataset`` (``Sequence`` in older Keras, and an alias of it in Keras
 3) is already batch-level data: ``len()`` batches, ``dataset[i]`` batch ``i``,
 and ``on_epoch_end()`` (Keras 3 also ``on_epoch_begin()``) between epochs.
 ``as_yield_function`` wraps one as a ``KerasSource``, a yield function the loader
-calls like any other, so ``DataLoader``, ``Train`` and ``as_tf_dataset`` take
-a ``PyDataset`` as it is.
+calls like any other. So ``DataLoader``, ``Train`` and ``as_tf_dataset`` take a
+``PyDataset`` as it is.
 
-What carries over from Keras's own iteration: epoch ``e`` is
-``dataset[0], ..., dataset[len - 1]`` (in that order with ``ordered=True``;
-``shuffle=True`` reorders them, as Keras's ``fit(shuffle=True)`` does), and the
-hooks run between epochs, with no ``__getitem__`` running: ``on_epoch_begin()``
-before an epoch's first batch, ``on_epoch_end()`` after its last. What does not:
-the dataset's ``workers``, ``use_multiprocessing`` and ``max_queue_size`` are
-Keras's way of running ``__getitem__`` in parallel; the loader's threads do that
-instead (one log line says so when they ask for more than Keras's default), so
-``__getitem__`` must be safe to call from several threads at once, as Keras's
-own ``workers > 1`` requires.
+What carries over from Keras's own iteration:
 
-A dataset that overrides neither hook lets the loader's epochs overlap (the next
-epoch's first batches are made while this one ends); one that overrides a hook,
-typically ``on_epoch_end`` to reshuffle, keeps epochs apart, since its batches
-depend on state the hook changes.
+* epoch ``e`` is ``dataset[0], ..., dataset[len - 1]``, in that order with
+  ``ordered=True``. ``shuffle=True`` reorders them, as Keras's ``fit(shuffle=True)`` does;
+* the hooks run between epochs, with no ``__getitem__`` running.
+  ``on_epoch_begin()`` runs before an epoch's first batch, ``on_epoch_end()`` after its last.
+
+What does not: the dataset's ``workers``, ``use_multiprocessing`` and
+``max_queue_size``. They are Keras's way of running ``__getitem__`` in parallel.
+The loader's threads do that instead, and one log line says so when a dataset
+asks for more workers or for processes. So ``__getitem__`` must be safe to call
+from several threads at once, as Keras's own ``workers > 1`` requires.
+
+A dataset that overrides neither hook lets the loader's epochs overlap: the next
+epoch's first batches are made while this one ends. A dataset that overrides a
+hook keeps epochs apart, since its batches depend on state the hook changes. The
+usual such hook is ``on_epoch_end``, to reshuffle.
 
 Keras is never imported here: a Keras dataset is recognised by its base class's
 name and module, so other yield functions cost nothing.

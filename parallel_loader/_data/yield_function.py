@@ -2,8 +2,8 @@
 
 Subclass ``YieldFunction`` for data with a known length (an epoch is every index
 once, so the loader can shuffle, order and count). A plain zero-argument callable
-is accepted too, as an endless stream in the style of the original design: each
-call returns one batch, and raising ``StopIteration`` ends the stream. Loader
+is accepted too, as an endless stream. Each call returns one batch, and raising
+``StopIteration`` ends the stream. Loader
 threads call it concurrently, so it must be thread-safe.
 """
 
@@ -25,14 +25,16 @@ class YieldFunction:
     randomness from the index (and the epoch) rather than from a shared generator.
 
     Epochs overlap when they can: a ``DataLoader`` makes the next epoch's first
-    batches while the current epoch's last ones are used. It can when the batches
-    do not depend on the epoch (the subclass overrides neither epoch hook), or when
-    the subclass defines ``get_batch(index, epoch)``, which makes batch ``index`` of
-    ``epoch`` whatever the current epoch: the loader then calls it instead of
-    ``__call__``, for two epochs at once near their boundary, and still calls the
-    hooks, though calls of the neighbouring epoch may run meanwhile. A subclass
-    whose ``on_epoch_begin`` sets state that ``__call__`` reads, and that has no
-    ``get_batch``, keeps epochs apart as before.
+    batches while the current epoch's last ones are used. It can in two cases:
+
+    * the batches do not depend on the epoch (the subclass overrides neither epoch hook);
+    * the subclass defines ``get_batch(index, epoch)``, which makes batch ``index``
+      of ``epoch`` whatever the current epoch. The loader then calls it instead of
+      ``__call__``, for two epochs at once near their boundary. It still calls the
+      hooks, though calls of the neighbouring epoch may run meanwhile.
+
+    A subclass whose ``on_epoch_begin`` sets state that ``__call__`` reads, and
+    that has no ``get_batch``, keeps epochs apart. See :doc:`/guarantees`.
 
     Example:
         >>> class Squares(YieldFunction):
@@ -62,8 +64,8 @@ class YieldFunction:
     def on_epoch_end(self, epoch: int) -> None:
         """Called in the consuming thread after every batch of ``epoch`` was delivered.
 
-        No loader thread is running the yield function at that moment (unless the
-        subclass has ``get_batch``), so this is the place to change state that
+        No loader thread is running the yield function at that moment, unless the
+        subclass has ``get_batch``. So this is the place to change state that
         ``__call__`` reads. The default does nothing.
         """
 
@@ -82,8 +84,8 @@ def has_epoch_hooks(obj: Any) -> bool:
 def check_instance(obj: Any, what: str = "the yield function") -> None:
     """Refuse a class passed where an instance of it is expected (``DataLoader(MyData)``).
 
-    A class is callable, so without this check it would pass for a stream and fail
-    only at the first call, with a message about missing arguments.
+    A class is callable, so without this check it would pass for a stream. It
+    would fail only at the first call, with a message about missing arguments.
 
     Raises:
         TypeError: ``obj`` is a class; the message shows how to make the instance.
@@ -143,9 +145,9 @@ def epoch_length(yield_fn: Any) -> int | None:
 def call_of(yield_fn: Any, stream: bool) -> Callable[[int, int], Any]:
     """How a loader thread makes batch ``index`` of ``epoch``: the one call, chosen once.
 
-    A stream is called with no argument; a yield function with
-    ``get_batch(index, epoch)`` through it (two epochs' calls may then run at
-    once); any other with the index alone.
+    A stream is called with no argument. A yield function with
+    ``get_batch(index, epoch)`` is called through it, and two epochs' calls may
+    then run at once. Any other is called with the index alone.
     """
     if stream:
         return lambda index, epoch: yield_fn()

@@ -1,24 +1,24 @@
 """The error budget: which failed calls a loader may skip, and the manifest of those it skipped.
 
-With ``on_error="skip"`` a failed call of the yield function costs one batch,
-not the run: the failure is recorded (``ErrorRecord``), written at once as one
-JSON line to the manifest file when there is one, and counted against
-``max_errors``.
+With ``on_error="skip"``, a failed call of the yield function costs one batch,
+not the run. The failure is recorded (``ErrorRecord``) and counted against
+``max_errors``. When there is a manifest file, the record is written to it at
+once as one JSON line.
 
 A yield function that replaces a bad sample itself (see ``error_sink``) costs
 one sample, not a batch. Its bad items (files) have one record each per run,
-however often they are drawn: the record is appended when the item first fails,
-with ``replaced: 1``, and each later draw replaced raises that count, in
-``errors`` and in the manifest's line too. The count is the line's last field,
-written at a fixed width, so that it is rewritten in place (the line keeps its
-length and its place; a manifest that others append to meanwhile stays whole).
+however often they are drawn. The record is appended when the item first fails,
+with ``replaced: 1``. Each later draw replaced raises that count, in ``errors``
+and in the manifest's line too. The count is the line's last field, written at a
+fixed width, so that it is rewritten in place. The line keeps its length and its
+place, so a manifest that others append to meanwhile stays whole.
 So the manifest holds one line per bad file, and is up to date after every draw.
 
-The budget counts an item once against an int ``max_errors`` (a bad file is one
-error, however many epochs draw it), and each sample replaced as a share of a
-call (``1 / samples_per_call``) against a fractional one, so that 1% of bad
+Against an int ``max_errors``, the budget counts an item once: a bad file is one
+error, however many epochs draw it. Against a fractional one, each sample
+replaced counts as a share of a call (``1 / samples_per_call``). So 1% of bad
 samples is 1% whatever the batch size. The budget knows nothing of threads
-beyond being safe to call from any of them.
+beyond being safe to call from any of them. See :doc:`/guide/long_runs`.
 """
 
 from __future__ import annotations
@@ -62,9 +62,8 @@ class ErrorRecord:
         thread: the loader thread that made the call.
         time: when it was recorded, as a Unix timestamp.
         traceback: the last lines of the exception's traceback.
-        replaced: for a bad item of a yield function that replaces samples
-            (a file), how many of its draws were replaced in this run; 0 for a
-            skipped call.
+        replaced: for a yield function that replaces samples, how many draws of
+            a bad item (a file) were replaced in this run. It is 0 for a skipped call.
     """
 
     epoch: int
@@ -87,10 +86,14 @@ class ErrorRecord:
 def error_context(yield_fn: Any, index: int | None, exc: BaseException) -> dict[str, Any] | None:
     """What is known of the data behind a failed call.
 
-    Taken, in this order, from the exception's ``context`` attribute (a dict), its
-    ``path`` attribute (``VideoDecodeError`` has one) or ``filename`` (an
-    ``OSError`` about a file), and the yield function's
-    ``error_context(index)`` method when it has one. Never raises.
+    Taken, in this order, from:
+
+    * the exception's ``context`` attribute (a dict);
+    * its ``path`` attribute (``VideoDecodeError`` has one), or its ``filename``
+      (an ``OSError`` about a file);
+    * the yield function's ``error_context(index)`` method, when it has one.
+
+    Never raises.
     """
     context: dict[str, Any] = {}
     try:
@@ -114,8 +117,8 @@ class ErrorBudget:
 
     Args:
         max_errors: ``None`` (no limit), a count (int >= 0), or a fraction in
-            (0, 1) of the calls made so far: up to ``ceil(max_errors * calls)``
-            failures are allowed, so early in a run the fraction is strict.
+            (0, 1) of the calls made so far. A fraction allows up to
+            ``ceil(max_errors * calls)`` failures, so early in a run it is strict.
         error_log: a file to append each record to, as one JSON line, flushed at once.
 
     Raises:
@@ -199,7 +202,7 @@ class ErrorBudget:
 
     @property
     def count(self) -> int:
-        """Errors as an int ``max_errors`` counts them: failed calls, and each bad item once."""
+        """Errors as an int ``max_errors`` counts them (failed calls, and each bad item once)."""
         return len(self.records)
 
     def _new_record(

@@ -4,19 +4,19 @@ A yield function takes part by defining ``set_error_sink(sink)``; a
 ``DataLoader`` calls it once with an ``ErrorSink``. The contract, from the
 yield function's side:
 
-* ``sink.skip`` is True when the loader was given ``on_error="skip"``: a sample
-  that fails is then replaced by another (and reported), rather than raised,
-  whatever the yield function's own setting. A yield function used without a
-  loader follows its own ``on_error``.
-* ``sink(index, exc, context)`` reports one draw of a bad item replaced: in
-  call ``index`` (the batch), ``exc`` being why the item is bad, ``context``
-  what is known of it. When ``context`` names the item (``"key"``, else
-  ``"path"``), every draw of it is one record with a count (see
-  ``error_budget``); call it for every draw replaced, the first failure and
-  each later draw replaced at once from the quarantine alike.
-* a yield function that replaces samples says how many samples one call makes
-  through a ``batch_size`` attribute, so that the error budget counts a
-  replaced sample as that share of a call.
+* ``sink.skip`` is True when the loader was given ``on_error="skip"``. A sample
+  that fails is then replaced by another and reported, rather than raised. This
+  holds whatever the yield function's own setting. A yield function used without
+  a loader follows its own ``on_error``.
+* ``sink(index, exc, context)`` reports one draw of a bad item replaced. ``index``
+  is the call (the batch), ``exc`` why the item is bad, ``context`` what is known
+  of it. When ``context`` names the item (``"key"``, else ``"path"``), every draw
+  of it is one record with a count (see ``error_budget``). Call it for every draw
+  replaced: the first failure, and each later draw replaced at once from the
+  quarantine alike.
+* a yield function that replaces samples says how many samples one call makes,
+  through a ``batch_size`` attribute. The error budget then counts a replaced
+  sample as that share of a call.
 
 The sink knows nothing of video; the yield function knows nothing of the loader
 beyond this.

@@ -1,7 +1,8 @@
 """The exceptions a loader raises in the consuming thread, one per meaning.
 
-A yield function's own exception is raised as it is, with the loader thread's
-traceback and a note naming the thread and the index; these are the loader's.
+These are the loader's own. A yield function's own exception is raised as it
+is, with the loader thread's traceback and a note naming the thread and the index.
+See :doc:`/guide/long_runs`.
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class WorkerProcessDied(RuntimeError):
     """A worker process (``processes=P``) ended while it was making a batch: a crash, not an exception.
 
     A segfault in native code or the kernel's OOM killer, say. The message names
-    the process, its exit code (negative: the signal that ended it) and the index;
-    every call in progress in that process when it died fails with this error,
+    the process, its exit code (negative: the signal that ended it) and the index.
+    Every call in progress in that process when it died fails with this error,
     since which of them caused it cannot be told. The process is replaced, so
     with ``on_error="skip"`` the loader goes on.
 

@@ -1,20 +1,20 @@
 """Quarantine: the data items of a run known to be bad, so that each is tried once.
 
 An *item* is what a dataset draws a sample from: a file, or a part of one (a
-segment), named by a *key* (a file's path, or its path and the part). An item
-that failed for a reason in the data itself (not a video, truncated, too short,
-an unreadable stream: any ``Exception`` but those that may pass) is put in
-quarantine: later draws of it are replaced at once, without opening it again.
-Failures that may pass (``lasting(exc)`` is False: a ``TimeoutError``, an
-``OSError`` other than a missing file) are not put in quarantine; the next draw
-tries the file again.
+segment). A *key* names it: a file's path, or its path and the part. An item
+that failed for a reason in the data itself is put in quarantine. Such reasons
+are not a video, truncated, too short, an unreadable stream: any ``Exception``
+but those that may pass. Later draws of it are replaced at once, without opening
+it again. Failures that may pass are not put in quarantine, and the next draw
+tries the file again. These are the failures for which ``lasting(exc)`` is False:
+a ``TimeoutError``, or an ``OSError`` other than a missing file.
 
 What the quarantine remembers across runs is pluggable (``QuarantineMemory``):
-``known(path, size, mtime)`` and ``remember(path, size, mtime, reason)``, keyed
-by the file's size and modification time so that a file replaced since is tried
-again. ``InProcessMemory``, the default, keeps nothing past the process; a store
-that keeps file facts on disk (an index store) can implement the two methods to
-keep known-bad files across runs.
+``known(path, size, mtime)`` and ``remember(path, size, mtime, reason)``. They are
+keyed by the file's size and modification time, so that a file replaced since is
+tried again. ``InProcessMemory``, the default, keeps nothing past the process.
+A store that keeps file facts on disk (an index store) can implement the two
+methods, to keep known-bad files across runs. See :doc:`/guide/long_runs`.
 
 The quarantine knows nothing of video, of threads beyond being safe to call from
 any of them, or of the loader.
@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 def lasting(exc: BaseException) -> bool:
     """Whether a failure says something lasting about the data (quarantine it) rather than one that may pass.
 
-    A missing file (``FileNotFoundError``) is lasting; a ``TimeoutError`` or any
-    other ``OSError`` (a network share that hiccups, a permission fixed later) may
-    pass; any other ``Exception`` (a decode error, a file too short) is lasting.
+    A missing file (``FileNotFoundError``) is lasting. A ``TimeoutError`` or any
+    other ``OSError`` may pass: a network share that hiccups, a permission fixed
+    later. Any other ``Exception`` is lasting: a decode error, a file too short.
     """
     if isinstance(exc, FileNotFoundError):
         return True
@@ -100,7 +100,7 @@ class Quarantine:
         """Put ``key`` in quarantine for ``reason``; True if it was not there yet (the caller reports it then).
 
         When ``key`` is a whole file (``path`` is given and equal to it), the
-        file is remembered in the memory too; a part of a file, or an item that
+        file is remembered in the memory too. A part of a file, or an item that
         is no file, is kept in this run only.
         """
         with self._lock:

@@ -1,8 +1,13 @@
 """What passes between the loader threads and the consumer: tasks, and the tagged results they make.
 
-A task is ``(tag, epoch, slot, position, index)``: the tag of the epoch plan it
-belongs to, the epoch, the slot (the order in which it was handed out), the
-position in the epoch's order, and the index the yield function is called with.
+A task is ``(tag, epoch, slot, position, index)``:
+
+* ``tag``: the tag of the epoch plan it belongs to;
+* ``epoch``: the epoch;
+* ``slot``: the order in which it was handed out;
+* ``position``: the position in the epoch's order;
+* ``index``: the index the yield function is called with.
+
 A thread queues ``(tag, slot, position, result)``, where the result is the batch,
 a ``Failed`` call, or ``NO_BATCH`` for a stream call that ended the stream. The
 tag lets the consumer tell an abandoned epoch's results and the next epoch's,
@@ -34,9 +39,9 @@ NEVER_SKIPPED = (MemoryError,)
 class Failed:
     """A call that failed. ``record`` is set when it is skipped, ``None`` when it stops the loader.
 
-    A call made ahead for the next epoch is ``deferred``: what its failure means
-    (a record against the budget, or the error raised) is settled when its epoch
-    delivers it, so an epoch that never runs neither counts nor raises it.
+    A call made ahead for the next epoch is ``deferred``. What its failure means is
+    settled when its epoch delivers it: a record against the budget, or the error
+    raised. So an epoch that never runs neither counts nor raises it.
     """
 
     __slots__ = ("deferred", "epoch", "exc", "index", "record", "thread")

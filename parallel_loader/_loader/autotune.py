@@ -1,25 +1,25 @@
 """Online tuning of a loader's thread count from what it measures.
 
-``ThreadTuner`` is what ``DataLoader(num_threads="auto")`` runs. The consuming
-thread hands it a ``Sample`` of the loader's running totals after each batch
-(``observe``); once a measuring window is long enough, the tuner compares it with
-the window's start and answers a new thread count, or ``None`` to keep it. The
-decision itself (``decide``) is a function of one ``Window``'s figures:
+``ThreadTuner`` is what ``DataLoader(num_threads="auto")`` runs. After each
+batch, the consuming thread hands it a ``Sample`` of the loader's running totals
+(``observe``). Once a measuring window is long enough, the tuner compares it
+with the window's start. It answers a new thread count, or ``None`` to keep it.
+The decision itself (``decide``) is a function of one ``Window``'s figures:
 
-* the consumer's own time per batch ``step`` (the window's time less its wait,
-  per batch) and the mean call time ``call`` give the threads the consumer's
-  pace needs: ``needed = ceil(1.1 * call / step)`` (all of ``max_threads`` when
-  it does not wait at all between batches);
+* ``step`` is the consumer's own time per batch: the window's time less its
+  wait, per batch. With the mean call time ``call``, it gives the threads the
+  consumer's pace needs: ``needed = ceil(1.1 * call / step)``. That is all of
+  ``max_threads`` when the consumer does not wait at all between batches;
 * the process's CPU use (psutil) against the cores it may run on gives the
   threads the CPU can feed: each thread costs ``used / threads`` cores, and the
   idle cores pay for that many more;
 * input-bound (the consumer waited more than 2% of the window): grow to
-  ``needed`` at once, at least by one, but never past what the CPU can feed
-  (for CPU-bound work that stops at the cores there are);
+  ``needed`` at once, at least by one. Never grow past what the CPU can feed:
+  for CPU-bound work, that stops at the cores there are;
 * not input-bound (waited less than 0.5%) with more threads than ``needed``:
   shrink towards it, at most by half at once;
 * with the CPU half busy or more, a growth that did not raise the delivery rate
-  by 5% is undone, and the count it came from is the ceiling for the next
+  by 5% is undone. The count it came from is then the ceiling for the next
   ``HOLD`` windows.
 
 The tuner knows nothing of threads or queues: it reads numbers and answers
@@ -183,7 +183,7 @@ class ThreadTuner:
 
     @property
     def initial(self) -> int:
-        """The thread count to start with: one per core, within the bounds.
+        """The thread count to start with, one per core within the bounds.
 
         Enough for CPU-bound work from the start; latency-bound work grows from it
         after the first window, which ends with the first batch delivered.

@@ -157,7 +157,7 @@ class DataLoader:
         self._yield_calls = o.calls(report=self._sink)
         self._results = FIFOQueue(self.max_len)
         # One lock guards the state of the loader, the dispatcher and the pool; it is taken as
-        # ``with self._lock`` and waited on through ``_interrupt_safe.wait`` (see worker_pool's docstring).
+        # ``with self._lock`` and waited on through ``interrupt_safe.wait`` (see worker_pool's docstring).
         self._lock = new_lock()
         self._shutdown = Shutdown(self.name, self._lock, self._results)
         self._dispatcher = Dispatcher(
@@ -214,7 +214,7 @@ class DataLoader:
 
     @property
     def errors(self) -> list[ErrorRecord]:
-        """The failures recorded so far: skipped calls, stuck calls, and what the yield function reported."""
+        """The failures recorded so far (skipped calls, stuck calls, and what the yield function reported)."""
         return list(self._budget.records)
 
     @property
@@ -288,10 +288,11 @@ class DataLoader:
     def state_dict(self) -> dict[str, Any]:
         """Where the loader is: enough for ``load_state_dict`` to go on from here in a new loader.
 
+        Call it from the consuming thread. See :doc:`/guide/long_runs`.
+
         Returns:
-            A JSON-serialisable dict: the epoch, the positions of it delivered or
-            skipped, the seed, and the error counts. Call it from the consuming thread.
-            See :doc:`/guide/long_runs`.
+            A JSON-serialisable dict with the epoch, the positions of it delivered
+            or skipped, the seed, and the error counts.
         """
         epoch, done = self._epochs.position()
         return saved(
@@ -334,7 +335,7 @@ class DataLoader:
 
     @property
     def _shuffled(self) -> bool:
-        """Whether epochs are shuffled: the batches, or with ``batch_size`` the samples."""
+        """Whether epochs are shuffled (the batches, or with ``batch_size`` the samples)."""
         return self.shuffle or (self._samples is not None and self._samples.shuffle)
 
     def stop(self) -> None:

@@ -7,14 +7,14 @@ one is) and yields the batches of ``plan``'s epoch:
   the next epoch, made ahead (kept in ``early`` for it);
 * in ordered mode a result that comes before its turn waits in ``pending``, and
   each batch delivered moves the dispatcher's window on by one;
-* a failed call is counted as done; one made ahead for this epoch is settled now
-  (recorded against the budget, or raised); the budget is checked whenever a
+* a failed call is counted as done. One made ahead for this epoch is settled
+  now: recorded against the budget, or raised. The budget is checked whenever a
   new failure was recorded or a sample replaced;
 * every position delivered or skipped is marked done in the plan, for ``state_dict``.
 
-It also holds the counts ``state_dict`` saves (calls done, and the failures among
-them) and the count of results received, against which a fractional error budget
-is measured. The consumer's thread alone calls it.
+It also holds the counts ``state_dict`` saves: calls done, and the failures among
+them. And it holds the count of results received, against which a fractional
+error budget is measured. The consumer's thread alone calls it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
 """The loader threads' side: which task a free thread takes next, the call, and where its result goes.
 
-``Dispatcher`` hands out the slots of the current epoch's plan (within the
-ordered window), then up to ``max_len`` slots of the next epoch's plan made
-ahead; makes the call through the one function chosen at construction
-(``yield_function.call_of``); and queues the tagged result (``results``) for the
-consumer, or, for a failure that stops the loader, hands it to ``Shutdown``. It
-also answers the watchdog about a stuck call: skip it under the budget, defer it
-when it was made ahead, or stop the loader.
+``Dispatcher`` does three things for a free thread:
+
+* it hands out the slots of the current epoch's plan, within the ordered window.
+  Then it hands out up to ``max_len`` slots of the next epoch's plan, made ahead;
+* it makes the call through the ``YieldCalls`` object given at construction
+  (``thread_calls``), in the loader thread or in a worker process;
+* it queues the tagged result (``results``) for the consumer. A failure that
+  stops the loader goes to ``Shutdown`` instead.
+
+It also answers the watchdog about a stuck call: skip it under the budget, defer
+it when it was made ahead, or stop the loader.
 
 The pool (``worker_pool``) calls ``take`` with the loader's lock held, and
-``make`` and ``put`` outside it; the consumer sets what there is to hand out
+``make`` and ``put`` outside it. The consumer sets what there is to hand out
 (``hand_out``, ``close_epoch``, ``release``) under the same lock. The dispatcher
 knows nothing of what a batch is, nor of the consumer's order.
 """

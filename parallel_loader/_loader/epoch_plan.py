@@ -1,8 +1,8 @@
 """The plan of one epoch: which positions it has, the index made at each, which were done.
 
-A position is a place in the epoch's sequence, 0 to length - 1; the index at a
-position is what the yield function is called with (the same number unless the
-epoch is shuffled). Loader threads are handed *slots*, 0, 1, 2, ... in turn: a
+A position is a place in the epoch's sequence, 0 to length - 1. The index at a
+position is what the yield function is called with. It is the same number unless
+the epoch is shuffled. Loader threads are handed *slots*, 0, 1, 2, ... in turn: a
 slot names the next position still to make. An epoch normally makes every
 position; an epoch resumed from a checkpoint makes only those that were not
 done, in the same order. Done means delivered to the consumer, or skipped as a
@@ -40,7 +40,7 @@ class EpochPlan:
             as it makes before its yield function raises ``StopIteration``.
         order: the index made at each position; ``None`` means the position itself.
         done: positions done before this plan was made (a resumed epoch).
-        tag: what the results made from this plan are tagged with: the loader
+        tag: what the results made from this plan are tagged with. The loader
             gives each plan its own, so results of an abandoned plan are recognised.
 
     Slots are handed out by the loader under its lock; ``mark_done`` is called by
@@ -71,7 +71,7 @@ class EpochPlan:
 
     @property
     def slots(self) -> int | None:
-        """How many calls make this epoch: the positions not yet done at the start (``None``: a stream)."""
+        """How many calls make this epoch, the positions not yet done at the start (``None`` for a stream)."""
         if self.length is None:
             return None
         return len(self._todo) if self._todo is not None else self.length

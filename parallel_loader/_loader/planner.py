@@ -1,11 +1,14 @@
 """Which plan each epoch of a loader gets: its order, this shard's part of it, and what was done already.
 
 ``EpochPlanner`` makes an ``EpochPlan`` for an epoch from the loader's settings:
-the epoch's global order (shuffled from the seed and the epoch's number, so every
-shard and every resumed run computes the same one), this shard's positions of it
-(``sharding``), and the positions a loaded state says were done. Each plan gets a
-new tag, which the loader threads put on its results. A stream's plan has no
-length; it counts the calls a loaded state says were done.
+
+* the epoch's global order. It is shuffled from the seed and the epoch's number,
+  so every shard and every resumed run computes the same one;
+* this shard's positions of it (``sharding``);
+* the positions a loaded state says were done.
+
+Each plan gets a new tag, which the loader threads put on its results. A
+stream's plan has no length; it counts the calls a loaded state says were done.
 
 It knows nothing of threads or queues.
 """

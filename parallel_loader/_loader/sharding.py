@@ -1,26 +1,26 @@
 """Sharding: each of ``num_shards`` workers takes its own share of an epoch's global order.
 
-Multi-worker training (``tf.distribute.MultiWorkerMirroredStrategy``, one input
-pipeline per worker) needs every worker to read a disjoint part of each epoch,
-and every worker to run the same number of steps, or a collective waits for
+Multi-worker training (``tf.distribute.MultiWorkerMirroredStrategy``) has one
+input pipeline per worker. Every worker must read a disjoint part of each epoch.
+Every worker must also run the same number of steps, or a collective waits for
 ever. The rule here is the one of PyTorch's ``DistributedSampler`` and of
-``tf.data.Dataset.shard``: every worker computes the same global order of the
-epoch (the same permutation from the same seed) and keeps every
+``tf.data.Dataset.shard``. Every worker computes the same global order of the
+epoch: the same permutation from the same seed. It keeps every
 ``num_shards``-th position of it, starting at its ``shard_index``.
 
 When the epoch's length is not a multiple of ``num_shards``, the remainder is:
 
 * ``"pad"``: topped up from the start of the global order, so that every shard
-  gets ``ceil(length / num_shards)`` positions. Nothing is left out; the first
-  few positions of the order are read twice (once by their own shard and once
-  by a shard that is short). ``VideoFolder`` fills its last training batch the
+  gets ``ceil(length / num_shards)`` positions. Nothing is left out. The first
+  few positions of the order are read twice: once by their own shard, and once
+  by a shard that is short. ``VideoFolder`` fills its last training batch the
   same way.
 * ``"drop"``: left out, so that every shard gets ``length // num_shards``
   positions and none is read twice. The dropped positions are the last ones of
   the order, so with shuffling they are different ones each epoch.
 
 Nothing here knows of threads, loaders or TensorFlow: these are pure functions
-of their arguments.
+of their arguments. See :doc:`/guide/distributed`.
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def shard_length(length: int, num_shards: int, remainder: Remainder = "pad") -> 
 def shard_positions(length: int, num_shards: int, shard_index: int, remainder: Remainder = "pad") -> range | list[int]:
     """This shard's positions in an epoch's global order of ``length`` positions.
 
-    Shard ``i`` of ``n`` gets positions ``i, i + n, i + 2n, ...``: the shards are
-    disjoint, and together they are the whole epoch. Every shard gets
-    ``shard_length(length, n, remainder)`` positions; with ``"pad"`` the positions
-    past the end wrap round to the start of the order (``p % length``), with
-    ``"drop"`` the last ``length % n`` positions go to no shard.
+    Shard ``i`` of ``n`` gets positions ``i, i + n, i + 2n, ...``. Apart from the
+    padding, the shards are disjoint, and together they are the whole epoch.
+    Every shard gets ``shard_length(length, n, remainder)`` positions. With
+    ``"pad"``, the positions past the end wrap round to the start of the order
+    (``p % length``). With ``"drop"``, the last ``length % n`` positions go to no shard.
 
     The positions index the epoch's order, not the data: a loader that shuffles
     maps position ``p`` to ``order[p]``, with the same order on every shard.

@@ -1,10 +1,15 @@
 """How a loader ends: closed by its owner, or stopped by the first failure of one of its threads.
 
-``Shutdown`` holds the two facts every part of a loader reads before going on,
-``closed`` and the ``failure`` that closed it (if one did), and the one way to
-stop: mark the loader closed, tell the pool's threads to take no more work, and
-close the result queue, so that threads blocked on a full queue and a consumer
-blocked on an empty one all wake. A failure is raised in the consumer once;
+``Shutdown`` holds the two facts every part of a loader reads before going on:
+``closed``, and the ``failure`` that closed it (if one did). It also holds the
+one way to stop:
+
+* mark the loader closed;
+* tell the pool's threads to take no more work;
+* close the result queue.
+
+So threads blocked on a full queue and a consumer blocked on an empty one all
+wake. A failure is raised in the consumer once;
 after that the loader only reports that it is closed.
 
 It knows nothing of epochs or batches: the loader hands it the lock, the queue

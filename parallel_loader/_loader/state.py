@@ -1,10 +1,15 @@
 """The dict ``DataLoader.state_dict`` saves, and its checks when ``load_state_dict`` reads it back.
 
-The state is JSON: the epoch to go on with, which of its positions were done
-(ranges, as ``EpochPlan.done_ranges`` gives them; a count for a stream), the
-seed and shuffle setting, the shard, and the error and call counts. ``loaded``
-refuses a state that does not fit the loader (another length, seed, shard or
-shuffle setting) with a message that says what differs.
+The state is JSON. It holds:
+
+* the epoch to go on with;
+* which of its positions were done: ranges, as ``EpochPlan.done_ranges`` gives
+  them, or a count for a stream;
+* the epoch's length, the seed and shuffle setting, and the shard;
+* the error and call counts.
+
+``loaded`` refuses a state that does not fit the loader (another length, seed,
+shard or shuffle setting). Its message says what differs. See :doc:`/guide/long_runs`.
 """
 
 from __future__ import annotations

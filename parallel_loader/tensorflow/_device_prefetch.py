@@ -1,19 +1,20 @@
 """Copy batches onto an accelerator ahead of the step that uses them.
 
-A batch made by loader threads lies in host memory; a step on a GPU first copies
+A batch made by loader threads lies in host memory. A step on a GPU first copies
 it to the device, and without prefetching that copy is part of the step. Here
 the next batches are copied while the current step runs:
 
-* ``DevicePrefetcher`` wraps any iterable of batches (a ``DataLoader`` epoch):
-  a background thread takes the next batch, copies it with ``tf.identity``
-  under ``tf.device``, and hands it over through a bounded ``FIFOQueue``.
+* ``DevicePrefetcher`` wraps any iterable of batches (a ``DataLoader`` epoch).
+  A background thread takes the next batch and copies it with ``tf.identity``
+  under ``tf.device``. It hands it over through a bounded ``FIFOQueue``.
   ``Train(prefetch_to_device=...)`` composes one.
 * ``prefetch_dataset`` does the same for a ``tf.data.Dataset``: tf.data's
   ``copy_to_device``, then a ``prefetch`` placed on the device.
 
 ``find_device`` resolves the device's name. A device this process does not
 have (``"/GPU:0"`` on a machine without a GPU) makes both a no-op, with one
-log line, so that the same script runs on a laptop and on a GPU server.
+log line. So the same script runs on a laptop and on a GPU server.
+See :doc:`/guide/training`.
 
 TensorFlow is imported only when one of these is called, never at import.
 """
@@ -45,9 +46,9 @@ _END = object()
 def find_device(name: str) -> str | None:
     """The full name of the local device ``name`` (e.g. ``"/GPU:0"``, ``"gpu:1"``, ``"/CPU:0"``), or ``None``.
 
-    ``None`` means this process has no such device (no GPU, or fewer GPUs than
-    the index); that is logged once per call as a warning, and callers then
-    leave batches where they are.
+    ``None`` means this process has no such device: no GPU, or fewer GPUs than
+    the index. That is logged once per call as a warning. Callers then leave
+    batches where they are.
 
     Raises:
         TypeError: ``name`` is not a string.
@@ -79,9 +80,9 @@ def find_device(name: str) -> str | None:
 def prefetch_dataset(dataset: tf.data.Dataset, device: str, buffer: int = 2) -> tf.data.Dataset:
     """Copy the elements of ``dataset`` to ``device``, up to ``buffer`` of them ahead of the consumer.
 
-    ``copy_to_device`` moves each element, and the ``prefetch`` after it is
-    placed on the device too (unplaced, it would run on the host and copy the
-    elements back). Apply it last: any transformation after it runs on the host.
+    ``copy_to_device`` moves each element. The ``prefetch`` after it is placed on
+    the device too: unplaced, it would run on the host and copy the elements back.
+    Apply it last: any transformation after it runs on the host.
     The result's cardinality is unknown to TensorFlow, which ``model.fit``
     accepts (an epoch ends when the data does). A device this process does not
     have leaves ``dataset`` as it is (see ``find_device``).
@@ -139,7 +140,7 @@ class DevicePrefetcher:
 
     @property
     def active(self) -> bool:
-        """Whether batches are copied: False when the device was not found."""
+        """Whether batches are copied, False when the device was not found."""
         return self.device is not None
 
     def iterate(self, batches: Iterable[Any]) -> Iterator[Any]:

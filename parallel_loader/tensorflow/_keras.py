@@ -1,8 +1,8 @@
 """A Keras callback that puts the loader's figures in each epoch's ``logs``.
 
 Training with ``model.fit(as_tf_dataset(...))``, Keras shows its own progress
-bar and keeps ``History``; ``LoaderStats`` adds to each epoch's ``logs``, and so
-to both, how input-bound the epoch was and how fast the loader delivered.
+bar and keeps ``History``. ``LoaderStats`` adds to each epoch's ``logs``, and so
+to both: how input-bound the epoch was, and how fast the loader delivered.
 Keras is imported here only: ``import parallel_loader`` stays free of it.
 """
 
@@ -26,19 +26,20 @@ class LoaderStats(keras.callbacks.Callback):
     Keys added (``prefix`` before each):
 
     * ``input_bound_pct``: the share of the epoch (in %) that the dataset's
-      consumer, TensorFlow's input thread, waited for the loader's batches:
-      near 0 the model is the bottleneck, near 100 the input is;
+      consumer waited for the loader's batches. That consumer is TensorFlow's
+      input thread. Near 0 the model is the bottleneck, near 100 the input is;
     * ``loader_batches_per_s``: batches the loader delivered per second of the epoch;
     * ``loader_threads``: its thread count at the epoch's end (it changes with
       ``num_threads="auto"``);
     * ``first_step_wait_ms``: how long the consumer waited for the loader during
-      the epoch's first training step: the stall at the epoch's boundary, near 0
-      when the loader made the epoch's first batches ahead (epochs overlap). It
-      describes training data; a callback on validation data leaves it out
-      (any ``prefix`` given).
+      the epoch's first training step. It is the stall at the epoch's boundary.
+      It is near 0 when the loader made the epoch's first batches ahead (epochs
+      overlap). It describes training data, so a callback with any ``prefix``
+      leaves it out.
 
     Put it before Keras's own callbacks (any place in ``callbacks=[...]`` is
-    before them) so that the progress bar and ``History`` see the keys.
+    before them), so that the progress bar and ``History`` see the keys.
+    See :doc:`/guide/telemetry`.
 
     Args:
         source: the ``DataLoader`` given to ``as_tf_dataset``, or the dataset

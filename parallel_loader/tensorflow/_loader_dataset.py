@@ -62,11 +62,10 @@ class LoaderFeed:
     def epoch(self) -> Iterator[Any]:
         """Yield one epoch of the loader (the generator ``from_generator`` calls per iteration).
 
-        The last batch is held back until the loader's epoch is complete (and the
-        yield function's ``on_epoch_end`` called), so that a consumer that stops
-        after exactly the epoch's batches (``dataset.take(n)``, a ``fit`` that
-        counts its steps) still moves the epoch on; from then on, another
-        iteration may start.
+        The last batch is held back until the loader's epoch is complete, and the
+        yield function's ``on_epoch_end`` called. So a consumer that stops after
+        exactly the epoch's batches still moves the epoch on: ``dataset.take(n)``,
+        or a ``fit`` that counts its steps. From then on, another iteration may start.
 
         Raises:
             RuntimeError: another iteration of the dataset is in progress.

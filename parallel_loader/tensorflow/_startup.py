@@ -4,9 +4,9 @@ Importing TensorFlow writes C++ log lines to stderr: oneDNN notes, CUDA stubs
 not found, and on every machine without a GPU a red ``failed call to cuInit ...
 CUDA error`` that only means there is no GPU. ``TF_CPP_MIN_LOG_LEVEL`` hides the
 lines logged once TensorFlow's logging has started, but not those written while
-its libraries load. So ``import_tensorflow`` sets the level and holds the
-process's stderr back during the import and the first look for GPUs; if the
-import fails, what was held back is written out before the error is raised.
+its libraries load. So ``import_tensorflow`` sets the level. It also
+holds the process's stderr back during the import and the first look for GPUs.
+If the import fails, what was held back is written out before the error is raised.
 """
 
 from __future__ import annotations

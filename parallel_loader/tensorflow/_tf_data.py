@@ -1,8 +1,9 @@
 """A ``tf.data.Dataset`` fed by loader threads, so that Keras ``model.fit`` can train from them.
 
-Also the input function of ``tf.distribute`` training: with an ``InputContext``
-each worker's dataset reads its own shard of every epoch (``sharding``), and
-batches can be copied onto the accelerator ahead of the step (``device_prefetch``).
+It also serves as the input function of ``tf.distribute`` training. With an
+``InputContext``, each worker's dataset reads its own shard of every epoch
+(``sharding``). Batches can be copied onto the accelerator ahead of the step
+(``device_prefetch``).
 
 TensorFlow is imported inside ``as_tf_dataset`` only, so ``import parallel_loader``
 stays light for code that never touches TensorFlow.
@@ -54,7 +55,7 @@ def as_tf_dataset(
     Each iteration of the dataset is one epoch of the loader, so the dataset
     can be iterated again and again. The loader's epoch is finished, and the
     yield function's ``on_epoch_end`` called, before the last batch of an epoch
-    is handed on, so a consumer that stops after exactly the epoch's batches
+    is handed on. So a consumer that stops after exactly the epoch's batches
     still moves the epoch on.
 
     With Keras:
@@ -63,92 +64,95 @@ def as_tf_dataset(
       epoch is one loader epoch. Do not add ``.repeat()``, which would make the
       first ``fit`` epoch endless.
     * ``model.fit(dataset.repeat(), epochs=n, steps_per_epoch=k)``: with
-      ``steps_per_epoch``, Keras keeps one iterator across its epochs, and
-      without ``.repeat()`` it runs out at the end of each loader epoch ("Your
-      input ran out of data") and cuts that ``fit`` epoch short. With
-      ``.repeat()`` every step gets a batch; each pass of the repeat is a new
-      loader epoch, whose number the yield function's ``on_epoch_begin`` is
-      given (so seeded augmentation differs per pass), and ``fit`` epochs need
-      not line up with loader epochs.
+      ``steps_per_epoch``, Keras keeps one iterator across its epochs. Without
+      ``.repeat()``, it runs out at the end of each loader epoch ("Your input ran
+      out of data") and cuts that ``fit`` epoch short. With ``.repeat()``, every
+      step gets a batch. Each pass of the repeat is a new loader epoch, and the
+      yield function's ``on_epoch_begin`` is given its number. So seeded
+      augmentation differs per pass, and ``fit`` epochs need not line up with
+      loader epochs.
 
     Who owns the threads:
 
     * Given a yield function (or a Keras ``PyDataset``), the dataset makes one
-      ``DataLoader`` with the keyword arguments here and keeps it for its whole
-      lifetime: every iteration is the next epoch of that loader, so epochs
-      overlap as with ``Train`` (the next epoch's first batches are made while
-      ``fit`` finishes this one and validates), ``num_threads="auto"`` keeps its
-      thread count from epoch to epoch, and ``loader_of(dataset)`` (and
-      ``parallel_loader.keras.LoaderStats(dataset)``) sees the whole run. Its
-      threads start at the first iteration and end at ``dataset.close()`` or at
-      the end of a ``with dataset:`` block, when the dataset is no longer
-      referenced (garbage collected), or at interpreter exit, whichever comes
-      first (see :doc:`/guide/training`). A loader thread that fails
-      closes the loader: the error is raised in that iteration, and later
-      iterations raise ``LoaderClosed``.
-    * Given a ``DataLoader``, the caller owns it: the dataset only iterates it,
-      one epoch per dataset iteration, and the caller closes it when done (use it
-      as a context manager around ``fit``); ``dataset.close()`` leaves it open.
+      ``DataLoader`` with the keyword arguments here. It keeps it for its whole
+      lifetime, and every iteration is the next epoch of that loader. So epochs
+      overlap as with ``Train``: the next epoch's first batches are made while
+      ``fit`` finishes this one and validates. ``num_threads="auto"`` keeps its
+      thread count from epoch to epoch. ``loader_of(dataset)`` (and
+      ``parallel_loader.keras.LoaderStats(dataset)``) sees the whole run.
+      Its threads start at the first iteration. They end at the first of:
+      ``dataset.close()`` or the end of a ``with dataset:`` block; the dataset no
+      longer referenced (garbage collected); interpreter exit. A loader thread
+      that fails closes the loader. The error is raised in that iteration, and
+      later iterations raise ``LoaderClosed``.
+    * Given a ``DataLoader``, the caller owns it. The dataset only iterates it,
+      one epoch per dataset iteration. The caller closes it when done: use it as
+      a context manager around ``fit``. ``dataset.close()`` leaves it open.
       Do not iterate the loader elsewhere at the same time.
 
-    The dataset is iterated by one iterator at a time: an iteration started while
-    another is in progress raises ``RuntimeError`` (through TensorFlow, as the
-    error of its first ``next``) rather than share the epoch. An iterator
-    dropped part way (a ``fit`` stopped early) ends its epoch when TensorFlow
-    releases the iterator; the next iteration starts a clean new epoch, and an
-    epoch left part way does not call ``on_epoch_end``. Epoch numbers go on from
-    one iteration to the next, so seeded shuffling differs per epoch and
-    ``on_epoch_begin`` gets each epoch's number.
+    One iterator at a time iterates the dataset. An iteration started while
+    another is in progress raises ``RuntimeError`` rather than share the epoch.
+    TensorFlow raises it as the error of that iteration's first ``next``. An
+    iterator dropped part way (a ``fit`` stopped early) ends its epoch when
+    TensorFlow releases the iterator. The next iteration starts a clean new
+    epoch. An epoch left part way does not call ``on_epoch_end``. Epoch numbers
+    go on from one iteration to the next, so seeded shuffling differs per epoch
+    and ``on_epoch_begin`` gets each epoch's number.
 
     With ``tf.distribute`` (``strategy.distribute_datasets_from_function``), pass
-    the ``InputContext`` the strategy gives the dataset function as
-    ``input_context``: each input pipeline (one per worker) then reads shard
+    the ``InputContext`` that the strategy gives the dataset function as
+    ``input_context``. Each input pipeline (one per worker) then reads shard
     ``input_pipeline_id`` of ``num_input_pipelines`` of every epoch (see
     ``DataLoader``'s ``num_shards``). The shards are disjoint and equally long, so
     every worker runs the same number of steps. Each batch the dataset yields goes
-    to one replica as it is, so the yield function must make batches of the
-    per-replica size, ``input_context.get_per_replica_batch_size(global_batch_size)``;
-    a worker with several replicas (GPUs) hands them consecutive batches, so keep
+    to one replica as it is. So the yield function must make batches of the
+    per-replica size, ``input_context.get_per_replica_batch_size(global_batch_size)``.
+    A worker with several replicas (GPUs) hands them consecutive batches. So keep
     the shard's length a multiple of that number, or use ``.repeat()`` with a
     fixed number of steps. Shuffle with the same ``seed`` on every worker.
+    See :doc:`/guide/training` and :doc:`/guide/distributed`.
 
     Args:
         source: a ``DataLoader``, a ``YieldFunction`` (or any callable with
-            ``__len__`` taking an index), a Keras ``PyDataset``/``Sequence`` (see
-            ``parallel_loader.keras_source``), a zero-argument callable (a stream),
-            or with ``batch_size`` a sample dataset.
+            ``__len__`` taking an index), or a Keras ``PyDataset``/``Sequence``.
+            It may also be a zero-argument callable (a stream), or with
+            ``batch_size`` a sample dataset.
         output_signature: the ``tf.TypeSpec`` structure of one batch, as
             ``tf.data.Dataset.from_generator`` takes it. By default it is inferred
             from batch 0, made once here in the calling thread (see
-            ``infer_signature``); a stream needs it given, since a call would
+            ``infer_signature``). A stream needs it given, since a call would
             consume a batch.
-        num_threads, max_len, shuffle, seed, ordered, name, batch_size, drop_last, collate,
-            num_shards, shard_index, shard_remainder, processes: the ``DataLoader`` arguments, used
-            when ``source`` is not a ``DataLoader`` already. A ``DataLoader`` given keeps
-            its own sharding, which must be the one asked for here, if any.
+        num_threads, max_len, shuffle, seed, ordered, name: the ``DataLoader``
+            arguments, used when ``source`` is not a ``DataLoader`` already.
+        batch_size, drop_last, collate, processes: the same.
+        num_shards, shard_index, shard_remainder: the same. A ``DataLoader`` given
+            keeps its own sharding, which must be the one asked for here, if any.
         input_context: a ``tf.distribute.InputContext``: shard by its
             ``num_input_pipelines`` and ``input_pipeline_id`` instead of
             ``num_shards`` and ``shard_index``.
-        prefetch_to_device: a device such as ``"/GPU:0"``: copy the batches there
-            while the consumer works on earlier ones (``device_prefetch.prefetch_dataset``:
-            tf.data's ``copy_to_device`` and a ``prefetch`` on the device), so the
-            elements arrive on it. The dataset's cardinality is then unknown. A
-            device this process does not have is logged and ignored. Not with
-            ``input_context``: a strategy copies batches to its replicas itself.
+        prefetch_to_device: a device such as ``"/GPU:0"``. The batches are copied
+            there while the consumer works on earlier ones, so the elements arrive
+            on it. This is ``device_prefetch.prefetch_dataset``: tf.data's
+            ``copy_to_device`` and a ``prefetch`` on the device. The dataset's
+            cardinality is then unknown. A device this process does not have is
+            logged and ignored. Not with ``input_context``: a strategy copies
+            batches to its replicas itself.
         device_buffer: the most batches waiting on the device, ahead of the one in use.
 
     Returns:
-        A ``LoaderDataset`` (a ``tf.data.Dataset`` with ``close()``, a context
-        manager) whose elements are the batches; its cardinality is the number of
-        batches per epoch (of this shard) when the source has a length, unless
-        the batches are prefetched to a device. ``loader_of(dataset)`` gives the
-        loader it iterates (for ``parallel_loader.keras.LoaderStats``).
+        A ``LoaderDataset`` whose elements are the batches. It is a
+        ``tf.data.Dataset`` with ``close()``, and a context manager. Its
+        cardinality is the number of batches per epoch (of this shard) when the
+        source has a length. Prefetched to a device, its cardinality is unknown.
+        ``loader_of(dataset)`` gives the loader it iterates (for
+        ``parallel_loader.keras.LoaderStats``).
 
     Raises:
         TypeError: a stream without ``output_signature``, a class where an
             instance is expected, or a batch whose structure cannot be turned into tensors.
-        ValueError: a loader argument is out of range, a ``DataLoader`` given is
-            not sharded as asked, or there is no batch to infer the signature from.
+        ValueError: an argument is out of range, a ``DataLoader`` given is not
+            sharded as asked, or there is no batch to infer the signature from.
     """
     import tensorflow as tf
 

@@ -1,6 +1,6 @@
 """The records ``Train.run`` returns: one pass over a data set, and one epoch's passes.
 
-They live below both ``train``, which fills them, and ``progress``, which shows
+They live below both ``_train``, which fills them, and ``_progress``, which shows
 them, so that neither imports the other. ``Means`` makes a pass's ``metrics``.
 ``epoch_record`` and ``epoch_stats`` turn an epoch's record into JSON for
 ``Train.state_dict`` and back. See :doc:`/guide/training`.
@@ -30,9 +30,9 @@ class PassStats(Rates):
         wait_seconds: time the calling thread spent waiting for the next batch.
         outputs: what the task returned for each batch, when ``keep_outputs`` is set.
         metrics: the mean over the pass of each number the task returned in a
-            dict, as ``model.train_on_batch(x, y, return_dict=True)`` returns
-            ``{"loss": ..., "accuracy": ...}``; values that are not plain numbers
-            (tensors) are left out, since reading them would wait for the device.
+            dict. ``model.train_on_batch(x, y, return_dict=True)`` returns such a
+            dict, ``{"loss": ..., "accuracy": ...}``. Values that are not plain
+            numbers (tensors) are left out, since reading them would wait for the device.
         loader: what the loader measured during the pass (``DataLoader.stats()``
             over the pass): its call times per thread, queue fill, thread count.
     """

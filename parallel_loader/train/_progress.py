@@ -1,13 +1,17 @@
 """What a pass over a loader shows while it runs: a tqdm bar on a terminal, one plain line elsewhere.
 
 ``Train.run`` shows one per epoch, ``Train.test`` one for the test pass, and the
-benchmark sweep one per run. The bar shows batches done / total, the time left,
-batches per second, how much of the time the consuming thread waited for data
-(*input-bound*: near 0% means the loader keeps up, near 100% means the
-accelerator waits for it), the loader's thread count, read again at each refresh
-so that a change shows, and the means of the numbers the task returned. Where
-the output is not a terminal (a CI log, a file), a bar redrawn in place would
-fill it with partial lines, so the same figures come as one line when the pass ends.
+benchmark sweep one per run. The bar shows:
+
+* batches done / total, the time left, and batches per second;
+* how much of the time the consuming thread waited for data (*input-bound*).
+  Near 0% means the loader keeps up, near 100% means the accelerator waits for it;
+* the loader's thread count, read again at each refresh so that a change shows;
+* the means of the numbers the task returned.
+
+Where the output is not a terminal (a CI log, a file), a bar redrawn in place
+would fill it with partial lines. So the same figures come as one line when the
+pass ends. See :doc:`/guide/training`.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ class Train:
         batch_size: the data sets are sample datasets, batched this many samples per batch.
         drop_last: with ``batch_size``: leave out each training epoch's last, short batch.
         collate: with ``batch_size``: makes a batch from a list of samples.
-        max_nthread: the original name of ``num_threads``, kept as an alias.
-        eval_nthread: the original name of ``eval_num_threads``, kept as an alias.
+        max_nthread: an alias of ``num_threads``.
+        eval_nthread: an alias of ``eval_num_threads``.
         on_error: passed to every loader (see ``DataLoader``).
         max_errors: passed to every loader; each loader keeps its own error budget.
         error_log: passed to every loader; all append to the same file.
@@ -167,7 +167,7 @@ class Train:
         )
         self.history: list[EpochStats] = []
         # A plain flag, not a threading.Event: nobody waits on it, and Event.set() takes a lock
-        # through Condition.__enter__, which a Ctrl-C can leave held (see _interrupt_safe).
+        # through Condition.__enter__, which a Ctrl-C can leave held (see interrupt_safe).
         self._stop_requested = False
         self._states: dict[str, dict[str, Any]] = {}  # from load_state_dict, for the next loaders made
         self._last: dict[str, DataLoader] = {}  # the loaders of the current or last run, for state_dict
@@ -191,7 +191,7 @@ class Train:
                 line per epoch elsewhere. ``True`` always shows a bar; ``False`` nothing.
 
         Returns:
-            ``self.history``: one ``EpochStats`` per epoch, of this call and earlier ones.
+            ``self.history``, one ``EpochStats`` per epoch, of this call and earlier ones.
         """
         epochs = check_int("epochs", epochs, minimum=1)
         mode = progress_mode(progress)

@@ -1,14 +1,15 @@
 """``VideoIndex``: the facts about one video file that exact seeking needs, and their compact binary form.
 
-The record sits below everything that makes, keeps or uses it: the packet
-index and the decoding scan make it (``_indexes.packets``, ``scan``), the store and
-the cache keep it (``store``, ``cache``), the readers use it (``_media``,
-``_read``). It knows nothing of files, containers or threads.
+The record sits below everything that makes, keeps or uses it. The packet index
+and the decoding scan make it (``_indexes.packets``, ``_indexes.scan``). The store
+and the cache keep it (``_indexes.store``, ``_indexes.cache``). The readers use it
+(``_media``, ``_read``). It knows nothing of files, containers or threads.
 
 The binary form (``encode``/``decode``) is what the store writes and the
-in-memory cache holds: varints and deltas, a few dozen bytes for a file with
-evenly spaced timestamps, about one or two bytes a frame for one whose
-timestamps are irregular (gaps, variable frame rate).
+in-memory cache holds. It is made of varints and deltas. A file with evenly
+spaced timestamps takes a few dozen bytes. One with irregular timestamps (gaps,
+variable frame rate) takes about one or two bytes a frame.
+See :doc:`/video/indexes`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ __all__ = ["DECODING", "PACKETS", "VideoIndex", "decode", "encode", "get_varint"
 
 # The ways an index is made (``VideoIndex.made_by``).
 PACKETS = "packets"  # from the container's packets, without decoding (see ``_indexes.packets``)
-DECODING = "decoding"  # by decoding every frame once (see ``scan``)
+DECODING = "decoding"  # by decoding every frame once (see ``_indexes.scan``)
 
 _SEEKABLE, _INTACT, _TABLE, _FROM_PACKETS, _SEEK_BACK, _UNSORTED = 1, 2, 4, 8, 16, 32  # bits of the flags byte
 
@@ -39,17 +40,18 @@ class VideoIndex:
         reason: why not, when ``seekable`` is False ("" otherwise).
         intact: whether every packet was read whole, to the end of the file
             (and, for an index made by decoding, decoded). Then ``frames`` is
-            all the file holds, whatever its header claims; without it (a
+            all the file holds, whatever its header claims. Otherwise (a
             truncated or damaged file) ``frames`` counts what decodes of what is left.
         made_by: ``"packets"`` (from the container's packets without decoding:
             every read checks the frames it decodes against it) or
             ``"decoding"`` (every frame decoded once).
         seek_back: how far before a keyframe's presentation timestamp a seek
             aims, in the stream's time base (0 for most files). Containers
-            without an index (MPEG-TS and PS) seek by the decoding timestamps
-            of their packets, which come before the presentation ones when
-            frames are reordered (B-frames): aimed at the keyframe's own
-            timestamp, such a seek lands after it.
+            without an index (MPEG-TS and PS) seek by their packets' decoding
+            timestamps. With B-frames these come before the presentation ones.
+            So a seek aimed at the keyframe's own timestamp lands after it.
+
+    See :doc:`/video/decoding`.
     """
 
     frames: int
@@ -151,7 +153,7 @@ def encode(index: VideoIndex) -> bytes:
     else:
         put_varint(out, _zigzag(index.pts_start))
         put_varint(out, _zigzag(index.pts_step))
-    if index.seek_back:  # last, so that a reader from before it was added reads the rest alike
+    if index.seek_back:  # last, so that a reader without this field still reads the rest alike
         put_varint(out, _zigzag(index.seek_back))
     return bytes(out)
 

@@ -1,9 +1,9 @@
 """A pass over every file of a data set: on threads, with a progress bar on a terminal and log lines elsewhere.
 
 Few things read every file: ``exact_counts=True``, the check command and the
-index command. They show their progress the same way (``FileProgress``): a tqdm
-bar when stderr is a terminal, otherwise a log line (``logging``, level INFO)
-every few percent, so that a job's log says how far a long pass has come.
+index command. They show their progress the same way (``FileProgress``). That is
+a tqdm bar when stderr is a terminal. Otherwise it is a log line (``logging``,
+level INFO) every few percent, so that a job's log says how far a long pass has come.
 ``each_file`` runs a function over the files with a few threads (decoding
 releases the GIL) and reports each outcome as it comes.
 """

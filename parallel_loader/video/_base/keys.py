@@ -1,7 +1,7 @@
 """What names a video's bytes: a file's or a URL's identity (``SourceKey``), and which paths are URLs.
 
-A file's index is valid for one version of its bytes, so everything that keeps
-an index keys it by ``SourceKey``: a name, a size and a version. For a local
+A file's index is valid for one version of its bytes. Whatever keeps an index
+keys it by ``SourceKey``: a name, a size and a version. For a local
 file these are its absolute path, its size and its modification time. A URL's
 key is its URL, size and ETag. ``Fetched`` holds a remote file's bytes in
 memory, named by its key. Nothing here opens a network connection or decodes.
@@ -57,9 +57,9 @@ def is_url(path: object) -> bool:
 class SourceKey(NamedTuple):
     """Which bytes an index describes: ``name`` at ``size`` bytes, in version ``version``.
 
-    ``version`` is ``"m<hex>"`` for a local file, its modification time in
-    nanoseconds; other sources use their own scheme (another first letter, such
-    as ``"e"`` and an ETag), so versions from two schemes never compare equal.
+    For a local file, ``version`` is ``"m<hex>"``: its modification time in
+    nanoseconds. Other sources use another first letter, such as ``"e"`` and an
+    ETag. So versions from two schemes never compare equal.
     """
 
     name: str

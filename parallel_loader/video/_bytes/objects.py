@@ -7,26 +7,26 @@ the endpoint come from the store's standard environment (for S3:
 ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_DEFAULT_REGION``,
 ``AWS_ENDPOINT_URL``) or from ``storage_options`` given to ``configure``.
 
-One call here is one request:
+The two reads:
 
-* ``RemoteObject.tail(n)``: the last ``n`` bytes, and with them the object's
-  size and version (ETag): an S3 or HTTP suffix range read, so a file's first
-  touch needs no request of its own to learn its size;
+* ``RemoteObject.tail(n)``: the last ``n`` bytes, with the object's size and
+  version (ETag). On S3 and HTTP this is one suffix range read. So a file's
+  first touch needs no request of its own to learn its size.
 * ``RemoteObject.read(key, start, end)``: bytes ``[start, end)`` of exactly the
-  version ``key`` names. S3 and HTTP send ``If-Match`` and compare the ETag of
-  the answer: an object changed since it was indexed raises ``ObjectChanged``,
-  found by the read itself.
+  version ``key`` names, in one request. S3 and HTTP send ``If-Match`` and
+  compare the ETag of the answer. So the read itself finds an object changed
+  since it was indexed, and raises ``ObjectChanged``.
 
-Every request has a timeout and is retried, with exponential backoff and full
-jitter, on 5xx, 429, connection resets and timeouts, within a total time
-budget (``Network``); 403, 404, 412 and other 4xx fail at once, naming the URL.
-So no call holds a loader thread longer than the budget. The S3 client's
-connection pool holds ``Network.pool`` connections (aiohttp's, for HTTP, 100):
-make it at least the loader's thread count.
+Every request has a timeout. It is retried on 5xx, 429, connection resets and
+timeouts, with exponential backoff and full jitter. The retries stop at a total
+time budget (``Network``). Other answers, such as 403, 404 and 412, fail at
+once, naming the URL. So no call holds a loader thread longer than the budget.
+The S3 client's connection pool holds ``Network.pool`` connections (aiohttp's,
+for HTTP, 100): make it at least the loader's thread count.
 
-fsspec's asynchronous backends run their requests on one event-loop thread
-that fsspec starts once per process and never stops; nothing else here starts
-a thread. Nothing here decodes.
+fsspec's asynchronous backends run their requests on one event-loop thread.
+fsspec starts it once per process and never stops it. Nothing else here starts
+a thread. Nothing here decodes. See :doc:`/video/remote`.
 """
 
 from __future__ import annotations

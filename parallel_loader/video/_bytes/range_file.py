@@ -28,9 +28,9 @@ def fetch_whole(remote: RemoteObject, key: SourceKey) -> Fetched:
 class RangeFile(io.RawIOBase):
     """A remote object as a seekable file for FFmpeg: reads served from blocks fetched with ranged reads.
 
-    A read the blocks do not hold fetches ``BLOCK_BYTES`` from where it starts;
-    with ``zero_fill`` it is answered with zeros instead (demuxing an MP4 for its
-    packet table, whose data is not needed).
+    A read the blocks do not hold fetches ``BLOCK_BYTES`` from where it starts.
+    With ``zero_fill`` it is answered with zeros instead. That serves demuxing an
+    MP4 for its packet table, whose data is not needed.
     """
 
     def __init__(self, remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes] | None = None) -> None:

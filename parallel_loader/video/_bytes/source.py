@@ -1,7 +1,6 @@
 """Opening a video's bytes for FFmpeg, wherever they are: a local file, a URL, or bytes already fetched.
 
-This module and ``keys`` are the only places that stat or open a video file;
-nothing here decodes. A URL's key is its URL, size and ETag (one request).
+Nothing here decodes. A URL's key is its URL, size and ETag (one request).
 """
 
 from __future__ import annotations

@@ -1,29 +1,37 @@
 """A pre-flight check of a video set: which files are broken, and why, before training meets them.
 
-``python -m parallel_loader.video.check ROOT_OR_LIST_OR_CSV`` decodes every
-video once (as a file's index is made, see ``_indexes.cache``) and lists each broken one
-with its reason: missing, not a file, not a video, no frame decodes, truncated
-or damaged (not every packet reads and decodes to the end of the file), or
-fewer frames than ``--min-frames``. ``--out FILE`` writes them as JSON lines,
-``{"path": ..., "reason": ...}``, which the annotation readers and
-``VideoDataset``/``VideoFolder`` take as ``exclude=FILE`` to leave those files
-out. It exits 1 when any file is broken, 0 when the set is intact, 2 on a usage
-error.
+``python -m parallel_loader.video.check ROOT_OR_LIST_OR_CSV`` makes every
+video's index once (see ``_indexes.cache``). The index comes from the file's
+packets where they tell, else from decoding every frame. The command lists each
+broken file with its reason:
+
+* missing, or not a file;
+* not a video, or no frame decodes;
+* truncated or damaged: not every packet reads to the end of the file (and, for
+  an index made by decoding, decodes);
+* fewer frames than ``--min-frames``.
+
+``--out FILE`` writes them as JSON lines, ``{"path": ..., "reason": ...}``. The
+annotation readers and ``VideoDataset``/``VideoFolder`` take that file as
+``exclude=FILE`` to leave those files out. It exits 1 when any file is broken,
+0 when the set is intact, 2 on a usage error.
 
 What to check:
 
 * a folder: every file under it whose name ends in a video extension
   (``VIDEO_EXTENSIONS``), names starting with ``.`` left out;
+* a URL prefix: every video object under it;
 * a ``.csv`` file: its ``path`` column, or, with the Kinetics columns
   (``label,youtube_id,time_start,time_end``), the files ``kinetics_samples`` names;
 * any other file: a list, the first field of each non-blank line (UCF101's
   ``trainlist01.txt`` is one).
 
 Relative paths of a list or CSV are relative to ``--root`` (default: the
-list's folder). The files are checked by ``--threads`` loader threads, with a
-progress bar on a terminal and a log line every few percent otherwise: this
-command composes the loader (``DataLoader``) and the video code, as ``Train``
-composes the loader and TensorFlow; ``check_file`` itself knows nothing of threads.
+list's folder). The files are checked by ``--threads`` loader threads. Progress
+shows as a bar on a terminal, and as a log line every few percent otherwise.
+This command composes the loader (``DataLoader``) and the video code, as
+``Train`` composes the loader and TensorFlow. ``check_file`` itself knows
+nothing of threads. See :doc:`/video/checks`.
 """
 
 from __future__ import annotations
@@ -93,10 +101,19 @@ def find_videos(source: str | os.PathLike[str], root: str | os.PathLike[str] | N
 
 
 def check_file(path: str | os.PathLike[str], min_frames: int = 1) -> str | None:
-    """Why ``path`` is a broken video, or ``None`` when it decodes whole. Decodes every frame once.
+    """Why ``path`` is a broken video, or ``None`` when its index finds nothing wrong.
 
-    The file's index is made on the way (``default_index_cache``), so a run in
-    the same process, or one sharing an on-disk index cache, does not decode it again.
+    It reads the file's index from ``default_index_cache``, which makes it when
+    needed: from the packets where they tell, else by decoding every frame once.
+    So a run in the same process, or one sharing an on-disk index cache, does
+    not index the file again.
+
+    Args:
+        path: the video file, or its URL.
+        min_frames: fewer frames than this make the file broken.
+
+    Returns:
+        The reason the file is broken, or ``None``.
     """
     try:
         index = default_index_cache().get(path)
@@ -139,7 +156,7 @@ def check_videos(paths: Sequence[str], threads: int = 4, min_frames: int = 1, pr
         threads: how many files are decoded at once.
         min_frames: fewer frames than this make a file broken.
         progress: show the progress: a bar when stderr is a terminal, else a
-            log line every few percent (see ``file_pass.FileProgress``).
+            log line every few percent (see ``_base.file_pass.FileProgress``).
     """
     broken: dict[str, str] = {}
     if not paths:

@@ -1,16 +1,19 @@
 """Index a data set's videos ahead of time: ``python -m parallel_loader.video.index ROOT_OR_LIST [--threads N]``.
 
-``ROOT_OR_LIST`` is a directory (every video file under it, at any depth) or a
-text file listing videos, one a line (the first field of each line, so split
-files such as UCF101's ``trainlist01.txt`` work; relative paths are taken from
-the list's directory, ``#`` starts a comment). Indexes go to the store every
-``IndexCache`` reads by default (``--cache`` for another directory), so a
-training run then finds them all made. A run is resumable: an index already in
-the store is found, not made again, and every index is written as soon as it
-is made, so an interrupted run loses none. Progress shows as a bar on a
-terminal and as a log line every few percent otherwise. At the end it lists the files whose
-seeks are not exact (their clips are decoded from the first frame) and why,
-and the files that cannot be read as videos.
+``ROOT_OR_LIST`` is a directory or a URL prefix (every video file under it, at
+any depth), or a text file listing videos, one a line. A list gives each video
+as the first field of its line, so split files such as UCF101's
+``trainlist01.txt`` work. Relative paths are taken from the list's directory,
+and ``#`` starts a comment.
+
+Indexes go to the store every ``IndexCache`` reads by default (``--cache`` for
+another directory), so a training run then finds them all made. A run is
+resumable. An index already in the store is found, not made again. Every index
+is written as soon as it is made, so an interrupted run loses none. Progress
+shows as a bar on a terminal and as a log line every few percent otherwise.
+At the end it lists the files whose seeks are not exact, and why: their clips
+are decoded from the first frame. It also lists the files that cannot be read
+as videos. See :doc:`/video/indexes`.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def video_files(root_or_list: str | os.PathLike[str], extensions: Sequence[str] 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status: 1 when a file fails, 0 when none does."""
     parser = argparse.ArgumentParser(prog="python -m parallel_loader.video.index", description=__doc__.split("\n\n")[0])
     parser.add_argument("root_or_list", help="a directory or URL prefix of videos, or a file listing them one a line")
     parser.add_argument("--threads", type=int, default=4, help="files indexed at once (default 4)")

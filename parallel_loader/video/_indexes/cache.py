@@ -3,16 +3,17 @@
 ``read_clip`` does not trust a container's header (frame counts, frame rates,
 seeks): it asks an ``IndexCache`` for the file's ``VideoIndex`` (see ``_base.facts``).
 The cache makes a missing one from the file's packets, without decoding, where
-the packets give the evidence that this is exact (``packets``), and
-otherwise by decoding the file once (``scan``), handing the decoded frames to
-the reader that asked so that its clip comes from the same pass.
+they give evidence that this is exact (``packets``). Otherwise it decodes the
+file once (``scan``). It hands the decoded frames to the reader that asked, so
+that its clip comes from the same pass.
 
-Indexes are kept by default: in memory, up to ``max_bytes`` (least recently
-used first out), and in a store on disk (``store``) in a per-user cache
-directory, so that a second run, every worker of a multi-worker job and every
+Indexes are kept by default in memory, up to ``max_bytes`` (least recently used
+first out). They are also kept in a store on disk (``store``), in a per-user
+cache directory. So a second run, every worker of a multi-worker job and every
 host that shares the directory find them made. An index is keyed by the file's
 absolute path, size and modification time: a changed file is indexed again.
 ``python -m parallel_loader.video.index ROOT_OR_LIST`` makes a data set's indexes ahead of time.
+See :doc:`/video/indexes`.
 """
 
 from __future__ import annotations
@@ -87,27 +88,29 @@ def default_directory() -> Path | None:
 class IndexCache:
     """Video indexes by file: made on first use, kept in memory and on disk.
 
-    Safe to use from several threads at once: one lock guards the table, and two
-    threads asking for the same new file may both index it (the results agree).
+    Safe to use from several threads at once. One lock guards the table. Two
+    threads asking for the same new file may both index it; the results agree.
     An entry is valid while the file keeps its size and modification time; a
     changed file is indexed again. A file whose seeks are not exact is named in
     one warning, the first time this cache meets it.
 
-    Memory: each entry is held as bytes (``facts``' binary form) and charged its
-    name's and bytes' ``sys.getsizeof`` plus 120 bytes for its slot in the table
-    (more than Python allocates for them, as a test measures): about 310 bytes
-    for a file with evenly spaced timestamps and a 63-character path, 1 to 2
-    bytes a frame more for irregular ones, so the default 512 MiB holds about
-    1.7 million such files (tested with 1,000,000). Past ``max_bytes`` the least
-    recently used entries leave memory; they are made again (from packets: a
-    few milliseconds) if asked for.
+    Each entry is held in memory as bytes (``_base.facts``' binary form). It is
+    charged its name's and bytes' ``sys.getsizeof``, plus 120 bytes for its slot
+    in the table. That is more than Python allocates for them, as a test
+    measures. A file with evenly spaced timestamps and a 63-character path costs
+    about 310 bytes. Irregular timestamps add 1 to 2 bytes a frame. So the
+    default 512 MiB holds about 1.7 million such files (tested with 1,000,000).
+    Past ``max_bytes`` the least recently used entries leave memory. They are
+    made again (from packets: a few milliseconds) if asked for.
 
     Args:
         directory: where to keep indexes between runs and share them with other
-            processes and hosts (created when needed); by default the per-user
-            cache directory or ``$PARALLEL_LOADER_VIDEO_INDEX`` (see
-            ``default_directory``); ``None`` keeps them in memory only.
+            processes and hosts (created when needed). By default it is the
+            per-user cache directory, or ``$PARALLEL_LOADER_VIDEO_INDEX`` (see
+            ``default_directory``). ``None`` keeps them in memory only.
         max_bytes: the memory the entries may take.
+
+    See :doc:`/video/indexes`.
     """
 
     def __init__(
@@ -138,18 +141,18 @@ class IndexCache:
     ) -> VideoIndex:
         """The index of the video at ``path``: from memory, from disk, or made now.
 
-        Args:
-            path: the video file.
-            on_frame: when the index must be made by decoding every frame, called
-                with each frame's number and frame as it is decoded (a reader takes
-                its clip from that pass); never called otherwise.
-            on_index: when the index is made from the file's packets, called with
-                the container they came from (read to its end, still open), its
-                video stream and the index, so that a reader reads its clip without
-                opening the file again; never called otherwise. It must not raise.
-
         A URL's index is the one kept for it, without a request to check its
-        version (its reads check that), or made from its header (see ``header``).
+        version: its reads check that. Without one, it is made now (see ``header``).
+
+        Args:
+            path: the video file, or its URL.
+            on_frame: called with each frame's number and frame as it is decoded,
+                when the index must be made by decoding every frame. A reader takes
+                its clip from that pass. Never called otherwise.
+            on_index: called when the index is made from the file's packets. It
+                gets the container they came from (read to its end, still open),
+                its video stream and the index. So a reader reads its clip without
+                opening the file again. Never called otherwise. It must not raise.
 
         Raises:
             FileNotFoundError: there is no file at ``path``.

@@ -2,7 +2,7 @@
 
 The *packet table* (``PacketTable``) lists the packets of the video stream in
 decoding order, with what a decoder needs to start (codec, extradata, size).
-It is kept with the file's ``VideoIndex`` in the index store, so that a remote
+It is kept with the file's ``VideoIndex`` in the index store. So a remote
 clip's packets can be fetched in one ranged read (see ``_read.remote``).
 """
 
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, eq=False)
 class PacketTable:
-    """A video stream's packets in decoding order, and what a decoder needs to start (see the module docstring).."""
+    """A video stream's packets in decoding order, and what a decoder needs to start (see the module docstring)."""
 
     codec: str
     codec_tag: str

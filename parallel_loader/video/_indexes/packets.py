@@ -2,31 +2,32 @@
 
 Decoding a file from its first frame gives frame ``i``: the ``i``-th frame out
 of the decoder. A packet index names the same frames without decoding when
-every packet decodes to exactly one frame, whose timestamp is the packet's:
-then frame ``i`` is the packet with the ``i``-th smallest presentation
-timestamp, and a keyframe packet is a frame a seek can start at. That holds for
-the container families and codecs listed in ``_FAMILIES`` when the packets give
-this cheap evidence:
+every packet decodes to exactly one frame, whose timestamp is the packet's.
+Then frame ``i`` is the packet with the ``i``-th smallest presentation
+timestamp. A keyframe packet is then a frame a seek can start at. That holds
+for the container families and codecs listed in ``_FAMILIES`` when the packets
+give this cheap evidence:
 
-* every packet read whole (none marked damaged or cut short, none past the end
-  of the file), none empty, none the container says to discard (edit lists);
+* every packet read whole: none marked damaged or cut short, none past the end
+  of the file. None but the last is empty, and none is to be discarded (edit lists);
 * every packet has a presentation timestamp, and no two share one;
-* the first packet is a keyframe and no packet shows before it (no open-GOP
-  leading frames at the start, which a decoder may drop: later open-GOP
-  keyframes are fine, since their leading frames come before them and a seek
-  passes over them);
-* what the codec's own check asks (``_CODEC_CHECKS``): MPEG-4 part 2 in AVI may
-  pack a B-frame into the packet of the frame after it and leave a placeholder
-  (an N-VOP, which decodes to nothing) in the next ("packed B-frames"), so
-  every packet must hold exactly one VOP and none may be placeholder-sized.
+* the first packet is a keyframe and no packet shows before it. A decoder may
+  drop open-GOP leading frames at the start. Later open-GOP keyframes are fine:
+  their leading frames come before them, and a seek passes over them;
+* what the codec's own check asks (``_CODEC_CHECKS``). MPEG-4 part 2 in AVI may
+  pack a B-frame into the packet of the frame after it ("packed B-frames"). It
+  then leaves a placeholder (an N-VOP, which decodes to nothing) in the next
+  packet. So every packet must hold exactly one VOP, and none may be
+  placeholder-sized.
 
 Anything else returns the reason only decoding can tell, and the caller
-decodes the file once (``scan``). An index made here is checked on every read:
-``frames_from`` requires the frames decoded after a seek to carry the index's
-timestamps, in order, starting with the keyframe, decoded as a keyframe; a read
-that fails this is redone from the first frame and the file distrusted.
+decodes the file once (``scan``). An index made here is checked on every read.
+``_media.frames.frames_from`` requires the frames decoded after a seek to carry
+the index's timestamps, in order. They must start with the keyframe, decoded as
+a keyframe. A read that fails this is redone from the first frame, and the file
+is indexed again by decoding.
 
-Nothing here decodes, stores or knows of threads.
+Nothing here decodes, stores or knows of threads. See :doc:`/video/decoding`.
 """
 
 from __future__ import annotations

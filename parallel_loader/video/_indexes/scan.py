@@ -1,35 +1,36 @@
 """What a video file's frames are, learnt by decoding it once: the index of files whose packets cannot tell.
 
-A container's header and timestamps can be wrong (a frame count that is not
-what decodes, timestamp gaps, timestamps missing, seeks that land elsewhere), so
-where the packets alone cannot be trusted (see ``_indexes.packets``) ``scan`` makes
-the file's ``VideoIndex`` by decoding every frame once, in order:
+A container's header and timestamps can be wrong. Its frame count may not be
+what decodes. Timestamps may have gaps or be missing, and seeks may land
+elsewhere. So where the packets alone cannot be trusted (see ``packets``),
+``scan`` makes the file's ``VideoIndex`` by decoding every frame once, in order.
+It learns:
 
 * the frame count, as decoding from the first frame counts;
 * whether the file is intact: every packet read whole, to the end of the file,
-  and decoded. A header may claim more frames than an intact file decodes (it
-  counts timestamp gaps as frames, or is simply wrong); a file that is not
-  intact (cut short by an interrupted copy, damaged) is missing data, and then
-  the header may be right about what the file should hold;
+  and decoded. A header may claim more frames than an intact file decodes. It
+  counts timestamp gaps as frames, or is simply wrong. A file that is not
+  intact (cut short by an interrupted copy, damaged) is missing data. Then the
+  header may be right about what the file should hold;
 * each frame's presentation timestamp, when every frame has one and no two
-  share one (then a timestamp names exactly one frame: frame ``i`` is the
-  ``i``-th decoded, whatever gaps or variable rate the timestamps have; AVI with
-  B-frames gives frames their packets' timestamps, which do not rise);
-* for containers without an index (MPEG-TS and PS), how far before a
-  keyframe's presentation timestamp a seek must aim to land before its packet
+  share one. Then a timestamp names exactly one frame. Frame ``i`` is the
+  ``i``-th decoded, whatever gaps or variable rate the timestamps have. AVI with
+  B-frames gives frames their packets' timestamps, which do not rise;
+* for MPEG-TS and PS, which have no index, how far before a keyframe's
+  presentation timestamp a seek must aim. Then it lands before its packet
   (``VideoIndex.seek_back``);
 * the keyframes a seek can start at: frames the container marks as seek points
   and the decoder decodes as keyframes;
-* whether seeks are exact: a few keyframes are sought and the first frames
-  decoded after each must have the timestamps and the pixels (a checksum) that
-  decoding from the start gave them.
+* whether seeks are exact. A few keyframes are sought, and the first frames
+  decoded after each are checked. They must have the timestamps and the pixels
+  (a checksum) that decoding from the start gave them.
 
-A file that fails any of these is indexed with ``seekable=False`` and a reason;
-its clips are decoded from the first frame, which is exact for every file. Only
-evidence about the file counts against it: a read error during those seeks
+A file that fails any of these is indexed with ``seekable=False`` and a reason.
+Its clips are decoded from the first frame, which is exact for every file. Only
+evidence about the file counts against it. A read error during those seeks
 (``VideoDecodeError``) is raised, and nothing is stored, since it may not happen again.
 A reader that needs the scan takes its clip from it (``on_frame``) rather than
-decoding the file twice.
+decoding the file twice. See :doc:`/video/decoding`.
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ _CHECKED_FRAMES = 3  # frames compared after each of those seeks
 def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], None] | None = None) -> VideoIndex:
     """Decode every frame of a video once and learn its index (see the module docstring).
 
-    ``on_frame(i, frame)``, when given, sees every frame as it is decoded, so that
-    a reader can take the clip it wants from the same pass (frame ``i`` counted
-    from the first: exact whatever the index then says).
+    ``on_frame(i, frame)``, when given, sees every frame as it is decoded. So a
+    reader can take the clip it wants from the same pass. Frame ``i`` is counted
+    from the first, so it is exact whatever the index then says.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.

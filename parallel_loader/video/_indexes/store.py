@@ -2,27 +2,30 @@
 
 Layout: ``<directory>/v1/*.seg``, a handful of files whatever the number of
 videos (no file per video). Each writer (one ``IndexStore`` in one process)
-appends to a segment of its own, named after its host, process id and a random
-tag, so no two writers ever write the same file; readers read every segment.
-A record is framed as
+appends to a segment of its own. The segment is named after its host, process
+id and a random tag. So no two writers ever write the same file. Readers read
+every segment. Each record is written with one ``write`` call, framed as::
 
     b"VIX1" | payload length (u32 LE) | CRC-32 of the payload (u32 LE) | payload
 
-and written with one ``write`` call. A record cut short (a writer killed while
-writing, or one still being written) or whose checksum fails (a damaged disk
-block, a network file system's stale page) is never trusted: a reader skips
-it, and the index is made again. The payload (``Record``) is the source's key
-(name, size, version), the time it was written and the index in ``facts``'
-binary form: about 50 to 100 bytes for a file with evenly spaced timestamps.
+A reader never trusts a record cut short, or one whose checksum fails. It skips
+it, and the index is made again. A record is cut short when its writer was
+killed while writing, or is still writing. A checksum fails on a damaged disk
+block, or a network file system's stale page.
 
-Several records may name the same file (two workers indexed it at once, a file
-changed, a read found its seeks not exact): the newest written counts, and one
-whose size or version is not the file's now is stale and ignored by the cache.
+The payload (``Record``) holds the source's key (name, size, version), the
+time it was written, and the index in ``_base.facts``' binary form. A payload
+takes about 50 to 100 bytes for a file with evenly spaced timestamps.
 
-Segments pile up (a new one per process and run), so ``compact`` merges those
-no writer holds anymore into one, keeping the newest record per file; whether a
-writer holds a segment is an exclusive ``flock`` that its writer takes when it
-creates it and the system drops when the process ends. Nothing here decodes.
+Several records may name the same file. Two workers indexed it at once, the
+file changed, or a read found its seeks not exact. The newest written counts.
+The cache ignores one whose size or version is not the file's now: it is stale.
+
+Segments pile up, a new one per process and run. So ``compact`` merges those
+no writer holds anymore into one, keeping the newest record per file. A writer
+holds its segment by an exclusive ``flock``. It takes the lock when it creates
+the segment, and the system drops it when the process ends. Nothing here decodes.
+See :doc:`/video/indexes`.
 """
 
 from __future__ import annotations
@@ -66,7 +69,10 @@ class Record:
 
     @staticmethod
     def entry_of(key: SourceKey, written_ns: int, index: bytes) -> bytes:
-        """The bytes the cache keeps for a file: size, version, when written, then the index (``facts.encode``)."""
+        """The bytes the cache keeps for a file: size, version, when written, then the index.
+
+        The index is in ``_base.facts.encode``'s binary form.
+        """
         out = bytearray()
         put_varint(out, key.size)
         version = key.version.encode("utf-8", "surrogateescape")

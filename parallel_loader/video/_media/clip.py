@@ -72,7 +72,7 @@ def read_seeking(path: str | os.PathLike[str], index: VideoIndex, clip: Clip) ->
 def fill_seeking(
     container: InputContainer, stream: VideoStream, index: VideoIndex, clip: Clip, seek_first: bool = False
 ) -> str:
-    """``_read_seeking`` in an open container; ``seek_first``: seek even to frame 0 (the container has been read)."""
+    """``read_seeking`` in an open container; ``seek_first``: seek even to frame 0 (the container has been read)."""
     key = index.keyframe_before(clip.start)
     try:
         for i, frame in frames_from(container, stream, index, key, keep=clip.wants, seek_first=seek_first):

@@ -77,15 +77,15 @@ def frames_from(
     anyway (for a container already read from).
 
     Raises:
-        SeekMismatch: the first frame at or after the keyframe's timestamp is not
-            frame ``key``, or the decoder does not decode it as a keyframe,
-            frames come out of order or with a frame missing between them (one
-            whose packet was not skipped), or a frame's timestamp is not in the
-            index: evidence that the file's seeks are not exact.
+        SeekMismatch: the frames decoded show that the file's seeks are not
+            exact. The first frame at or after the keyframe's timestamp is not
+            frame ``key``, or does not decode as a keyframe. Or frames come out
+            of order, or one whose packet was not skipped is missing between
+            two. Or a frame's timestamp is not in the index.
         VideoDecodeError: the file cannot be read or decoded after the seek (it
-            names the file). This is no evidence against the index: a file
-            whose seeks are trusted decoded every packet when it was indexed,
-            so such an error is a read failing now (a network share, a file
+            names the file). For an index made by decoding, this is no evidence
+            against the index. Every packet decoded when the file was indexed.
+            So such an error is a read failing now (a network share, a file
             being replaced), which may not happen again.
     """
     codec = stream.codec_context

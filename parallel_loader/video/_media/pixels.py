@@ -1,16 +1,18 @@
 """Decoded frames to RGB arrays: any pixel format and size FFmpeg decodes, turned as players show them.
 
 A decoder hands out frames in the stream's own pixel format: 8 or 10 bits,
-4:2:0, 4:2:2 or 4:4:4 chroma, gray, a palette; of any width and height, odd
-ones included (Something-Something v2 ships VP9 at 427x240). ``RGBFrames``
-converts each to a ``uint8`` RGB array in one pass of FFmpeg's scaler
-(scaling with area averaging when a size is asked for), then turns it as the
-file's display matrix says (the MP4/MOV ``tkhd`` matrix, or a ``rotate`` tag,
-which FFmpeg reads into the same matrix): 90, 180 or 270 degrees and
-mirror images, exactly as FFmpeg's command line does by default.
-``frame_checksum`` fingerprints a frame's pixels in whatever format it comes.
+4:2:0, 4:2:2 or 4:4:4 chroma, gray, a palette. They may have any width and
+height, odd ones included (Something-Something v2 ships VP9 at 427x240).
+
+``RGBFrames`` converts each to a ``uint8`` RGB array in one pass of FFmpeg's
+scaler. It scales with area averaging when a size is asked for. Then it turns
+the array as the file's display matrix says: 90, 180 or 270 degrees, and mirror
+images. That is the MP4/MOV ``tkhd`` matrix, or a ``rotate`` tag, which FFmpeg
+reads into the same matrix. The turn is the one FFmpeg's command line makes by
+default. ``frame_checksum`` fingerprints a frame's pixels in whatever format it comes.
 
 Nothing here opens files, seeks or knows of indexes or threads.
+See :doc:`/video/decoding`.
 """
 
 from __future__ import annotations
@@ -59,10 +61,10 @@ _UPRIGHT = Orientation()
 def orientation(matrix: bytes | None) -> Orientation:
     """The turn FFmpeg's command line gives frames with display matrix ``matrix`` (36 bytes, or None).
 
-    The same decision as FFmpeg's ``ffmpeg`` tool (``fftools/ffmpeg_filter.c``):
-    the matrix's rotation to the nearest degree picks ``transpose``, ``hflip``
-    and ``vflip``; an angle not a multiple of 90 degrees is left as stored (the
-    command line would rotate by it and fill the corners).
+    It makes the same decision as FFmpeg's ``ffmpeg`` tool (``fftools/ffmpeg_filter.c``).
+    The matrix's rotation, to the nearest degree, picks ``transpose``, ``hflip``
+    and ``vflip``. An angle that is not a multiple of 90 degrees is left as
+    stored. The command line would rotate by it and fill the corners.
     """
     if matrix is None or len(matrix) < 36:
         return _UPRIGHT

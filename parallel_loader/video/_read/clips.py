@@ -29,8 +29,15 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
     """Read a video's header: frame count, frame rate and size, without decoding.
 
     ``width`` and ``height`` are those of the frames ``read_clip`` returns with
-    the same ``rotate``: as displayed (swapped for a file shown at 90 or 270
-    degrees) by default, as stored with ``rotate=False``.
+    the same ``rotate``. By default that is as displayed, swapped for a file
+    shown at 90 or 270 degrees. With ``rotate=False`` it is as stored.
+
+    Args:
+        path: the video file, or its URL.
+        rotate: give the size as displayed (the default); ``False`` gives it as stored.
+
+    Returns:
+        The header's frame count, frame rate, width and height.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
@@ -44,14 +51,17 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
 def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache: IndexCache | None = None) -> int:
     """Return the number of frames in a video.
 
-    The header's count (``CAP_PROP_FRAME_COUNT``, from the container or from
-    duration times frame rate) can be wrong: a truncated file keeps its full
-    count, and some files claim several times the frames that decode. With
-    ``exact=True`` (the default) the count is the file's index's: from its
-    packets where they tell, else every frame decoded once, then kept in
-    ``index_cache`` so that later calls and ``read_clip`` cost nothing more. It
-    is the only count ``read_clip`` is sure to honour. ``exact=False`` returns
-    the header's count, which is cheap.
+    The header's count (``CAP_PROP_FRAME_COUNT``) can be wrong. It comes from
+    the container, or from duration times frame rate. A truncated file keeps its
+    full count, and some files claim several times the frames that decode.
+
+    With ``exact=True`` (the default) the count is the file's index's. The index
+    comes from the file's packets where they tell, else from decoding every
+    frame once. It is kept in ``index_cache``, so later calls and ``read_clip``
+    cost nothing more. It is the only count ``read_clip`` is sure to honour.
+    ``exact=False`` returns the header's count, which is cheap. For a URL, both
+    return the index's count.
+    See :doc:`/video/decoding`.
 
     Args:
         path: the video file.
@@ -110,9 +120,9 @@ def read_clip(
     Raises:
         ValueError: an argument is out of range.
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: the file is not a video, it ends (truncated, corrupt
-            or just short) before the last frame asked for, or it cannot be read
-            or decoded after the seek. A clip is never returned short or padded.
+        VideoDecodeError: the file is not a video, or it ends before the last
+            frame asked for (truncated, corrupt or just short). Or it cannot be
+            read or decoded after the seek. A clip is never returned short or padded.
     """
     _check_clip_args(start, clip_len, stride, size)
     cache = default_index_cache() if index_cache is None else index_cache

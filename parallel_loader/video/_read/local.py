@@ -1,7 +1,7 @@
 """Reading a clip of a local file (or of bytes fetched whole), exactly, and its header.
 
 ``read_local`` seeks to the keyframe at or before the clip's start, found in the
-file's ``VideoIndex``, and decodes forward; files whose index says their seeks
+file's ``VideoIndex``, and decodes forward. Files whose index says their seeks
 are not exact are decoded from the first frame. A seek that goes wrong during a
 read is caught, and the clip is decoded from the first frame. ``probe_local``
 reads the header through OpenCV. See :doc:`/video/decoding`.

@@ -4,19 +4,20 @@ Words used here:
 
 * the *packet table* (``_indexes.packet_table.PacketTable``): every packet's
   byte offset, size, timestamp and keyframe flag, kept with the file's index.
-* the *span* of a clip: from the first byte of the keyframe packet before it to
-  the last byte of the last packet its frames need. One ranged read fetches it;
-  a codec context fed those packets gives the frames that seeking in the file
-  gives (the same checks as ``frames.frames_from``: timestamps in order,
-  starting with the keyframe, decoded as a keyframe).
+* the *span* of a clip: its bytes, from the keyframe packet at or before it to
+  the last packet its frames need. One ranged read fetches it. A codec context
+  fed those packets gives the frames that seeking in the file gives. The same
+  checks as ``_media.frames.frames_from`` apply: timestamps in order, starting
+  with the keyframe, decoded as a keyframe.
 
 A first touch indexes the object from its header, or whole (see ``_indexes.header``).
 
-A clip whose range decode does not follow the index, an object without a
-packet table, and ``seek=False`` are read from the whole object in memory by
-``local.read_local``: exact as for a local file. An object changed since it was
-indexed is found by the clip's read itself (``_bytes.objects.ObjectChanged``) and
-indexed again. Nothing here starts threads.
+Some clips are instead read from the whole object in memory by
+``local.read_local``, exactly as a local file is. These include clips whose ranged decode does not
+follow the index, objects without a packet table, and ``seek=False``. An object
+changed since it was indexed is found by the clip's read itself
+(``_bytes.objects.ObjectChanged``) and indexed again. Nothing here starts threads.
+See :doc:`/video/remote`.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
                 packet = None  # flush the frames the decoder holds back
             else:
                 offset, length = int(table.pos[j]) - begin, int(table.size[j])
-                packet = av.Packet(length)  # zero-padded; bytes copied in (see the video notes)
+                packet = av.Packet(length)  # zero-padded; bytes copied in
                 memoryview(packet)[:] = data[offset : offset + length]
                 packet.pts = int(table.pts[j])
                 i = index.frame_at(packet.pts)
