@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: venv demo demo-multiworker test lint format bench bench-gpu clean
+.PHONY: venv demo demo-multiworker test lint format docs bench bench-gpu clean
 
 venv: $(INSTALLED)
 
@@ -78,7 +78,11 @@ format: venv
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-test: lint
+# The documentation site, into docs/_build/html: warnings are errors, and so is every broken reference.
+docs: venv
+	$(VENV)/bin/sphinx-build -W --keep-going -n -E -q -b html docs docs/_build/html
+
+test: lint docs
 	$(PY) -m pytest
 
 clean:

@@ -2,6 +2,9 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
+# The documentation site (make docs): Sphinx with MyST Markdown and the furo theme.
+DOCS = ["sphinx>=8.1", "myst-parser>=4.0", "furo>=2024.8.6"]
+
 setup(
     name="parallel_loader",
     version="0.1.0",
@@ -32,7 +35,9 @@ setup(
             "s3fs>=2024.6",
             "aiohttp>=3.9",
             "moto[server]>=5",
+            *DOCS,
         ],
+        "docs": DOCS,
         # Videos in object stores and behind HTTP (parallel_loader.video.remote), one backend per store.
         "s3": ["fsspec>=2024.6", "s3fs>=2024.6"],
         "gcs": ["fsspec>=2024.6", "gcsfs>=2024.6"],
