@@ -86,4 +86,4 @@ test: lint docs
 	$(PY) -m pytest
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache docs/_build docs/api

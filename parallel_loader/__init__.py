@@ -13,19 +13,21 @@ See :doc:`/architecture`.
 """
 
 from ._core.fifo_queue import FIFOQueue, QueueClosed
-from ._core.telemetry import LoaderStats
+from ._core.telemetry import CallStats, LoaderStats
 from ._data.batching import SampleBatches, default_collate
 from ._data.yield_function import YieldFunction
 from ._faults.error_budget import ErrorRecord
 from ._faults.error_sink import ErrorSink
 from ._faults.errors import ErrorBudgetExceeded, LoaderClosed, LoaderTimeout, WorkerProcessDied
 from ._faults.quarantine import InProcessMemory, Quarantine, QuarantineMemory
+from ._loader.autotune import ThreadTuner
 from ._loader.data_loader import DataLoader
 from .tensorflow._device_prefetch import DevicePrefetcher
 from .tensorflow._tf_data import as_tf_dataset
 from .train._train import EpochStats, PassStats, Train
 
 __all__ = [
+    "CallStats",
     "DataLoader",
     "DevicePrefetcher",
     "ErrorBudgetExceeded",
@@ -42,6 +44,7 @@ __all__ = [
     "QuarantineMemory",
     "QueueClosed",
     "SampleBatches",
+    "ThreadTuner",
     "Train",
     "WorkerProcessDied",
     "YieldFunction",

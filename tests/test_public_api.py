@@ -52,6 +52,8 @@ def test_bad_file_handling_is_importable_where_the_readme_says():
 # is a change users see (the changelog says so); everything else lives under a leading underscore.
 SURFACE = {
     "parallel_loader": {
+        "CallStats",
+        "ThreadTuner",
         "DataLoader",
         "DevicePrefetcher",
         "EpochStats",
@@ -113,6 +115,7 @@ SURFACE = {
         "DEFAULT_MAX_BYTES",
         "ENVIRONMENT_VARIABLE",
         "IndexCache",
+        "SourceKey",
         "default_directory",
         "default_index_cache",
         "set_default_index_cache",

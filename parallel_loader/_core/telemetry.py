@@ -196,7 +196,12 @@ class LoaderStats(Rates):
         busy: int,
         errors: int,
     ) -> LoaderStats:
-        """The snapshot of a loader's recorders (``now`` from ``time.perf_counter``)."""
+        """The snapshot of a loader's recorders (``now`` from ``time.perf_counter``).
+
+        The loader calls it; users get its result from ``DataLoader.stats()``.
+
+        :meta private:
+        """
         per_thread = {name: t.stats() for name, t in times.items()}
         count = sum(s.count for s in per_thread.values())
         total = sum(s.total_seconds for s in per_thread.values())

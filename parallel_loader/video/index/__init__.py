@@ -3,6 +3,7 @@
 The command makes a data set's indexes ahead of time. See :doc:`/video/indexes`.
 """
 
+from .._base.keys import SourceKey
 from .._indexes.cache import (
     DEFAULT_MAX_BYTES,
     ENVIRONMENT_VARIABLE,
@@ -16,6 +17,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "ENVIRONMENT_VARIABLE",
     "IndexCache",
+    "SourceKey",
     "default_directory",
     "default_index_cache",
     "set_default_index_cache",
