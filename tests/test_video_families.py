@@ -241,6 +241,23 @@ TURNS = {  # what each display matrix does to the upright frames (clip axes: fra
 
 
 @pytest.mark.parametrize("file", list(ROTATIONS))
+def test_a_rotated_file_at_a_url_reads_and_probes_as_the_local_file(rotated, file, tmp_path):
+    """``rotate`` means the same for a URL: both the ranged read and the probe follow it."""
+    path = rotated[file]
+    url = path.as_uri()
+    cache = IndexCache(tmp_path)
+    for rotate in (True, False):
+        for start in (0, 10, N - CLIP):
+            local = read_clip(path, start, CLIP, rotate=rotate, index_cache=IndexCache(None))
+            np.testing.assert_array_equal(read_clip(url, start, CLIP, rotate=rotate, index_cache=cache), local)
+            np.testing.assert_array_equal(read_clip(url, start, CLIP, seek=False, rotate=rotate), local)
+        assert (probe(url, rotate=rotate).height, probe(url, rotate=rotate).width) == (
+            probe(path, rotate=rotate).height,
+            probe(path, rotate=rotate).width,
+        )
+
+
+@pytest.mark.parametrize("file", list(ROTATIONS))
 def test_rotated_files_give_the_upright_frames_turned_and_probe_agrees(rotated, file):
     upright, path = rotated["upright"], rotated[file]
     turn = TURNS[file]

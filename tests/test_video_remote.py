@@ -11,9 +11,11 @@ import threading
 import time
 from pathlib import Path
 
+import av
 import boto3
 import numpy as np
 import pytest
+from av.sidedata.sidedata import Type
 
 from parallel_loader import DataLoader
 from parallel_loader.video import (
@@ -29,9 +31,10 @@ from parallel_loader.video._bytes import range_file as ranged
 from parallel_loader.video._commands.check import find_videos
 from parallel_loader.video._commands.index import main as index_command
 from parallel_loader.video._indexes.cache import IndexCache
+from parallel_loader.video._indexes.packet_table import PacketTable, kept_table
 
 from .remote_servers import FaultProxy, RangeServer, s3_server
-from .video_files import write_encoded_video, write_video
+from .video_files import with_display_matrix, write_encoded_video, write_video
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -39,6 +42,7 @@ LATENCY_S = 0.02
 # Files of a few tens of KB stand for large ones: the first reads are scaled down with them, so that
 # an object is not fetched whole by the first read and its header is read as a large file's is.
 SMALL_TAIL, SMALL_HEAD = 8 << 10, 2 << 10
+ROTATIONS = {"rot90.mp4": (90, False), "rot270.mov": (270, False), "rot180.mp4": (180, False), "hflip.mov": (0, True)}
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +73,20 @@ def servers(videos, tmp_path_factory):
             remote.forget_settings()
             yield proxy, http
         client.close()
+
+
+@pytest.fixture(scope="module")
+def rotated(servers, videos, tmp_path_factory) -> dict[str, Path]:
+    """``long.mp4``'s packets with a display matrix (as a phone's video), uploaded as ``rotated/NAME``."""
+    proxy, _ = servers
+    folder = tmp_path_factory.mktemp("rotated")
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    made = {}
+    for name, (degrees, hflip) in ROTATIONS.items():
+        made[name] = with_display_matrix(videos["long.mp4"], folder / name, degrees, hflip)
+        client.upload_file(str(made[name]), "videos", f"rotated/{name}")
+    client.close()
+    return made
 
 
 @pytest.fixture(autouse=True)
@@ -123,6 +141,61 @@ def test_every_clip_equals_the_local_files_in_few_requests(servers, videos, name
     assert probe(url) == probe(path)
     if name == "long.mp4":
         assert proxy.requests == 2  # the tail (moov) and the head
+
+
+def first_frame_matrix(path: Path) -> bytes | None:
+    with av.open(str(path)) as container:
+        matrix = next(container.decode(video=0)).side_data.get(Type.DISPLAYMATRIX)
+    return None if matrix is None else bytes(matrix)
+
+
+@pytest.mark.parametrize("name", list(ROTATIONS))
+def test_a_rotated_mp4_indexed_from_its_header_reads_as_the_local_file(servers, rotated, name, monkeypatch, tmp_path):
+    """Nothing decodes at indexing: the display matrix comes from the header's ``tkhd``, and each ranged read
+    turns its frames by it, as a read of the file turns them."""
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    url, cache = f"s3://videos/rotated/{name}", IndexCache(tmp_path)
+    proxy.reset()
+    np.testing.assert_array_equal(read_clip(url, 5, 8, index_cache=cache), local(rotated[name], 5, 8))
+    assert proxy.requests <= 3  # the tail (moov), the head and the clip: the matrix costs no request
+    assert proxy.bytes <= SMALL_TAIL + SMALL_HEAD + 2 * rotated[name].stat().st_size / 20  # not fetched whole
+    table = kept_table(cache.latest(url)[2])
+    assert table is not None and table.display_matrix == first_frame_matrix(rotated[name]) is not None
+    proxy.reset()
+    for rotate in (True, False):
+        for start in (0, 13, 100, 232):
+            got = read_clip(url, start, 8, index_cache=cache, rotate=rotate)
+            np.testing.assert_array_equal(got, local(rotated[name], start, 8, rotate=rotate), f"{start} {rotate}")
+    assert proxy.requests <= 1.1 * 8  # one ranged read a clip
+
+
+def test_an_index_kept_with_the_previous_table_format_is_made_again(servers, videos, rotated, monkeypatch, tmp_path):
+    """A packet table of the previous format says nothing of the display matrix: the next read indexes the object
+    again, once, and keeps the new table, so the clips after it are ranged reads again."""
+    scaled_down(monkeypatch)
+    proxy, _ = servers
+    directory = tmp_path / "index"
+    for name, path in (("train/long.mp4", videos["long.mp4"]), ("rotated/rot90.mp4", rotated["rot90.mp4"])):
+        url = f"s3://videos/{name}"
+        cache = IndexCache(directory)
+        read_clip(url, 0, 4, index_cache=cache)
+        key, index, extra = cache.latest(url)
+        table = kept_table(extra)
+        assert table is not None and table.display_matrix == first_frame_matrix(path)
+        previous = extra[: len(extra) - 1 - len(table.display_matrix or b"")]  # the previous format: no matrix field
+        with pytest.raises(ValueError, match="older version"):
+            PacketTable.decode(previous)
+        cache.put(key, index, previous)
+        proxy.reset()
+        later = IndexCache(directory)  # a later run, which finds the previous format's table on disk
+        np.testing.assert_array_equal(read_clip(url, 50, 8, index_cache=later), local(path, 50, 8))
+        assert proxy.requests <= 3  # indexed again as at a first touch: the tail, the head and the clip
+        healed = kept_table(IndexCache(directory).latest(url)[2])
+        assert healed is not None and healed.display_matrix == first_frame_matrix(path)
+        proxy.reset()
+        np.testing.assert_array_equal(read_clip(url, 100, 8, index_cache=IndexCache(directory)), local(path, 100, 8))
+        assert proxy.requests == 1
 
 
 def test_a_small_object_is_fetched_whole_in_one_request(servers, videos, tmp_path):

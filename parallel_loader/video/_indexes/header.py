@@ -5,13 +5,15 @@ and the whole object when it is small. An MP4/MOV keeps its packet table in its
 ``moov`` box, at the start or (often) at the end. With the head read too, FFmpeg
 parses the header from those bytes. The packets are then demuxed with the media
 data read as zeros: offsets, sizes and timestamps come from ``moov``, and
-nothing decodes. Every other container, and an MP4 whose packets cannot tell
-(see ``packets``), is fetched whole once and indexed from memory.
+nothing decodes. The display matrix is read from the video track's ``tkhd``, as
+FFmpeg reads it (``display_matrix``). Every other container, and an MP4 whose
+packets cannot tell (see ``packets``), is fetched whole once and indexed from memory.
 """
 
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Iterator
 
 import av
@@ -68,6 +70,7 @@ def _from_header(
     for data FFmpeg's parser cannot see a keyframe.
     """
     made: list[VideoIndex | str] = []
+    matrix: bytes | None = None
     packets: list[tuple[int, int, int, bool]] = []
     for _ in range(2):  # once for the index, once for the table; the header's bytes are held after the first
         source = RangeFile(remote, key, blocks)
@@ -86,14 +89,103 @@ def _from_header(
                 made.append(from_packets(_SyncKeyed(container, sync), stream, key.size))
                 if not isinstance(made[0], VideoIndex):
                     return made[0], None
+                try:  # the header's bytes are held: no request
+                    matrix = display_matrix(RangeFile(remote, key, blocks), stream.id)
+                except ValueError as exc:
+                    return f"the display matrix cannot be read from the header ({exc})", None
                 continue
             for packet in container.demux(stream):
                 if packet.size:
                     packets.append((packet.pos, packet.size, packet.pts, packet.pos in sync))
-            table = table_of(stream, packets)
+            table = table_of(stream, packets, matrix)
         finally:
             container.close()
     return made[0], table
+
+
+def display_matrix(source: RangeFile, track_id: int) -> bytes | None:
+    """The display matrix FFmpeg gives the frames of track ``track_id`` of an MP4/MOV, or None for none.
+
+    As ``libavformat/mov.c`` makes it: the ``tkhd`` matrix times the ``mvhd`` one,
+    each product shifted by its row's fixed point (16.16, 16.16, 2.30). None when
+    that is the identity. Raises ``ValueError`` for a header it cannot read.
+    """
+    start = 0
+    while start + 8 <= source.key.size:
+        header = _read_at(source, start, 8)
+        if header[:4] == b"\0\0\0\1":  # a 64-bit size follows
+            header = _read_at(source, start, 16)
+        kind, body, end = _box(header, 0, start, source.key.size)
+        if kind == b"moov":
+            return _track_matrix(_read_at(source, body, end - body), track_id)
+        start = end
+    raise ValueError("no moov box")
+
+
+def _track_matrix(moov: bytes, track_id: int) -> bytes | None:
+    """The display matrix of track ``track_id`` from the ``moov`` box's body (see ``display_matrix``)."""
+    movie = [[0] * 3 for _ in range(3)]  # FFmpeg's before an mvhd is read: a tkhd before it gets zeros
+    for kind, body, end in _boxes(moov, 0, len(moov)):
+        if kind == b"mvhd":  # version, flags, 2 times, timescale, duration (64-bit in version 1), 16 bytes
+            movie = _matrix(moov, body, end, 36, 48)
+        elif kind == b"trak":
+            for child, header, child_end in _boxes(moov, body, end):
+                if child == b"tkhd":  # version, flags, 2 times, track ID, 4 bytes, duration, 16 bytes
+                    track = _matrix(moov, header, child_end, 40, 52)
+                    if struct.unpack_from(">I", moov, header + (20 if moov[header] == 1 else 12))[0] == track_id:
+                        return _composed(track, movie)
+    raise ValueError(f"no tkhd box of track {track_id}")
+
+
+def _composed(track: list[list[int]], movie: list[list[int]]) -> bytes | None:
+    shifts = (16, 16, 30)
+    product = [[sum((track[i][e] * movie[e][j]) >> shifts[e] for e in range(3)) for j in range(3)] for i in range(3)]
+    values = [(v + (1 << 31)) % (1 << 32) - (1 << 31) for row in product for v in row]  # C's int32
+    if values == [1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30]:
+        return None
+    return struct.pack("<9i", *values)
+
+
+def _matrix(data: bytes, body: int, end: int, at: int, at_version_1: int) -> list[list[int]]:
+    """The 3x3 matrix at byte ``at`` of a full box's body (``at_version_1`` in version 1), big-endian int32."""
+    offset = at_version_1 if end > body and data[body] == 1 else at
+    if end - body < offset + 36:
+        raise ValueError(f"a box of {end - body} bytes holds no matrix")
+    values = struct.unpack_from(">9i", data, body + offset)
+    return [list(values[i : i + 3]) for i in range(0, 9, 3)]
+
+
+def _boxes(data: bytes, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
+    """The boxes in ``data[start:end]``, each as ``(type, body start, end)``."""
+    while start + 8 <= end:
+        kind, body, box_end = _box(data, start, start, end)
+        yield kind, body, box_end
+        start = box_end
+
+
+def _box(data: bytes, at: int, start: int, limit: int) -> tuple[bytes, int, int]:
+    """The box whose header is at ``data[at:]`` and at ``start`` in the file: ``(type, body start, end)``."""
+    if len(data) < at + 8:
+        raise ValueError(f"a box header at byte {start} cut short")
+    size, kind = struct.unpack_from(">I4s", data, at)
+    header = 8
+    if size == 1:
+        if len(data) < at + 16:
+            raise ValueError(f"a box header at byte {start} cut short")
+        size, header = struct.unpack_from(">Q", data, at + 8)[0], 16
+    elif size == 0:
+        size = limit - start
+    if size < header or start + size > limit:
+        raise ValueError(f"a box at byte {start} of {size} bytes")
+    return kind, start + header, start + size
+
+
+def _read_at(source: RangeFile, start: int, count: int) -> bytes:
+    source.seek(start)
+    out = bytearray()
+    while len(out) < count and (chunk := source.read(count - len(out))):
+        out += chunk
+    return bytes(out)
 
 
 class _SyncKeyed:

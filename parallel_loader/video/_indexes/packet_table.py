@@ -4,6 +4,11 @@ The *packet table* (``PacketTable``) lists the packets of the video stream in
 decoding order, with what a decoder needs to start (codec, extradata, size).
 It is kept with the file's ``VideoIndex`` in the index store. So a remote
 clip's packets can be fetched in one ranged read (see ``_read.remote``).
+
+It also holds the container's display matrix. Frames decoded from bare packets
+lack it, and a ranged read turns them as a read of the file would. A table kept
+by an older version has no display matrix: ``kept_table`` refuses it, and the
+object is indexed again.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from dataclasses import dataclass
 import av
 import av.error
 import numpy as np
+from av.sidedata.sidedata import Type
 
 from .._base.facts import VideoIndex, _unzigzag, _zigzag, get_varint, put_varint
 from .._base.keys import Fetched
+from .._media.pixels import Orientation, orientation
 
 __all__ = ["PacketTable", "kept_table", "table_in_memory", "table_of"]
 
@@ -38,6 +45,13 @@ class PacketTable:
     size: np.ndarray  # int64
     pts: np.ndarray  # int64
     key: np.ndarray  # bool
+    # The display matrix frames decoded from the file carry (36 bytes, FFmpeg's), or None for none.
+    display_matrix: bytes | None = None
+
+    @property
+    def orientation(self) -> Orientation | None:
+        """The turn of the display matrix, or None without one: then frames turn by their own side data."""
+        return None if self.display_matrix is None else orientation(self.display_matrix)
 
     def encode(self) -> bytes:
         out = bytearray()
@@ -57,11 +71,14 @@ class PacketTable:
             put_varint(out, size * 2 + int(key))
             put_varint(out, _zigzag(pts - previous_pts))
             previous_pos, previous_pts = pos + size, pts
+        matrix = self.display_matrix or b""
+        put_varint(out, len(matrix))  # 0 for none: an older version's table ends before it
+        out += matrix
         return bytes(out)
 
     @classmethod
     def decode(cls, data: bytes) -> PacketTable:
-        """Raises ``ValueError`` for bytes that are no table (cut short)."""
+        """Raises ``ValueError`` for bytes that are no table (cut short), or an older version's (no display matrix)."""
         try:
             texts = []
             pos = 0
@@ -86,9 +103,16 @@ class PacketTable:
                 previous_pts += _unzigzag(pts_delta)
                 table[:, i] = (offset, size, previous_pts, size_key & 1)
                 previous_pos = offset + size
+            if pos == len(data):
+                raise ValueError("a packet table of an older version, without the display matrix")
+            length, pos = get_varint(data, pos)
+            matrix = bytes(data[pos : pos + length]) or None
         except IndexError:
             raise ValueError("a packet table cut short") from None
-        return cls(texts[0], texts[1], width, height, extradata, table[0], table[1], table[2], table[3].astype(bool))
+        if length not in (0, 36) or pos + length > len(data):
+            raise ValueError(f"a packet table with a display matrix of {length} bytes")
+        keys = table[3].astype(bool)
+        return cls(texts[0], texts[1], width, height, extradata, table[0], table[1], table[2], keys, matrix)
 
     def span(self, index: VideoIndex, key: int, last: int) -> tuple[int, int] | None:
         """Packets ``[first, stop)`` in decoding order that decode frames ``key`` to ``last``, or None if unknown."""
@@ -103,7 +127,10 @@ class PacketTable:
         return int(self.pos[first]), int((self.pos[first:stop] + self.size[first:stop]).max())
 
 
-def table_of(stream: av.video.stream.VideoStream, packets: list[tuple[int, int, int, bool]]) -> PacketTable | None:
+def table_of(
+    stream: av.video.stream.VideoStream, packets: list[tuple[int, int, int, bool]], display_matrix: bytes | None
+) -> PacketTable | None:
+    """The table of ``stream``'s ``packets`` (offset, size, pts, keyframe); None if one has no offset or pts."""
     if not packets or any(p[0] is None or p[0] < 0 or p[2] is None for p in packets):
         return None
     context = stream.codec_context
@@ -118,19 +145,27 @@ def table_of(stream: av.video.stream.VideoStream, packets: list[tuple[int, int, 
         columns[1],
         columns[2],
         np.asarray([p[3] for p in packets], dtype=bool),
+        display_matrix,
     )
 
 
 def table_in_memory(fetched: Fetched) -> PacketTable | None:
-    """The packet table of an object held whole, each packet found in its bytes; None if one is not found."""
+    """The packet table of an object held whole, each packet found in its bytes; None if one is not found.
+
+    The display matrix is the first decoded frame's; None also if no frame decodes.
+    """
     data = fetched.data
     packets: list[tuple[int, int, int, bool]] = []
+    first: list[av.VideoFrame] = []
     try:
         with av.open(io.BytesIO(data)) as container:
             if not container.streams.video:
                 return None
             stream = container.streams.video[0]
+            stream.codec_context.thread_count = 1
             for packet in container.demux(stream):
+                if not first:
+                    first.extend(_decoded(packet))  # the last, empty packet flushes the decoder
                 if not packet.size:
                     continue
                 payload = bytes(packet)
@@ -139,9 +174,20 @@ def table_in_memory(fetched: Fetched) -> PacketTable | None:
                 if found < 0 or packet.pts is None:
                     return None
                 packets.append((found, packet.size, packet.pts, packet.is_keyframe))
-            return table_of(stream, packets)
+            if not first:
+                return None
+            matrix = first[0].side_data.get(Type.DISPLAYMATRIX)
+            return table_of(stream, packets, None if matrix is None else bytes(matrix))
     except av.error.FFmpegError:
         return None
+
+
+def _decoded(packet: av.Packet) -> list[av.VideoFrame]:
+    """The frames ``packet`` decodes to; none if it fails to decode."""
+    try:
+        return list(packet.decode())
+    except av.error.FFmpegError:
+        return []
 
 
 @functools.lru_cache(maxsize=256)  # decoding a 5-minute file's table takes ~30 ms of Python: once per file

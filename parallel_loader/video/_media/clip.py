@@ -12,7 +12,7 @@ from av.video.stream import VideoStream
 from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
-from .pixels import RGBFrames
+from .pixels import Orientation, RGBFrames
 
 __all__ = ["Clip", "fill_seeking", "read_in_order", "read_seeking"]
 
@@ -21,8 +21,15 @@ class Clip:
     """The frames a clip keeps, converted to RGB (scaled, turned) as they arrive, with one scaler per clip."""
 
     def __init__(
-        self, start: int, clip_len: int, stride: int, size: tuple[int, int] | None, rotate: bool = True
+        self,
+        start: int,
+        clip_len: int,
+        stride: int,
+        size: tuple[int, int] | None,
+        rotate: bool = True,
+        turn: Orientation | None = None,
     ) -> None:
+        # ``turn``: the container's display matrix's, for frames decoded without it (see ``RGBFrames``).
         self.start, self.stride = start, stride
         self.last = start + (clip_len - 1) * stride
         self.frames = np.empty((clip_len, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
@@ -31,7 +38,7 @@ class Clip:
         # The outcome of the seeking read made in the container the index was made from
         # (see ``read_opened``): what went wrong ("" for nothing), an error, or None for no such read.
         self.early: str | VideoDecodeError | None = None
-        self._rgb = RGBFrames(size, rotate)
+        self._rgb = RGBFrames(size, rotate, turn)
 
     @property
     def full(self) -> bool:

@@ -105,12 +105,17 @@ class RGBFrames:
             keeps the frame's own size (turned: a 1920x1080 frame shown upright
             at 90 degrees comes out 1080 wide and 1920 high).
         rotate: turn frames as the display matrix says; ``False`` keeps them as stored.
+        turn: the turn of the container's display matrix, used instead of the
+            first frame's. Frames decoded without their container lack it. ``None``
+            reads the first frame's.
     """
 
-    def __init__(self, size: tuple[int, int] | None = None, rotate: bool = True) -> None:
+    def __init__(
+        self, size: tuple[int, int] | None = None, rotate: bool = True, turn: Orientation | None = None
+    ) -> None:
         self.size = size
         self.rotate = rotate
-        self._orientation: Orientation | None = None
+        self._orientation: Orientation | None = turn if rotate else None
         self._reformatter = VideoReformatter()
 
     def shape(self, frame: av.VideoFrame) -> tuple[int, int]:

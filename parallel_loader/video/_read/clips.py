@@ -44,7 +44,7 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
         VideoDecodeError: the file cannot be opened as a video.
     """
     if is_url(path):  # OpenCV reads no object store: the header through the byte source
-        return probe_remote(os.fspath(path))
+        return probe_remote(os.fspath(path), rotate=rotate)
     return probe_local(path, rotate=rotate)
 
 
@@ -127,7 +127,7 @@ def read_clip(
     _check_clip_args(start, clip_len, stride, size)
     cache = default_index_cache() if index_cache is None else index_cache
     if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``remote``)
-        return read_remote(os.fspath(path), start, clip_len, stride, size, seek, cache)
+        return read_remote(os.fspath(path), start, clip_len, stride, size, seek, cache, rotate)
     return read_local(path, start, clip_len, stride, size, seek=seek, rotate=rotate, index_cache=cache)
 
 

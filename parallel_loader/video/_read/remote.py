@@ -4,6 +4,8 @@ Words used here:
 
 * the *packet table* (``_indexes.packet_table.PacketTable``): every packet's
   byte offset, size, timestamp and keyframe flag, kept with the file's index.
+  It holds the display matrix too, which the decoded frames lack. A table kept
+  by an older version, without it, makes the object be indexed again.
 * the *span* of a clip: its bytes, from the keyframe packet at or before it to
   the last packet its frames need. One ranged read fetches it. A codec context
   fed those packets gives the frames that seeking in the file gives. The same
@@ -37,6 +39,7 @@ from .._bytes.range_file import RangeFile, fetch_whole
 from .._indexes.cache import IndexCache, index_remote
 from .._indexes.packet_table import PacketTable, kept_table
 from .._media.clip import Clip
+from .._media.pixels import frame_orientation
 from .local import read_local
 
 __all__ = ["probe_remote", "read_remote"]
@@ -52,21 +55,25 @@ def read_remote(
     size: tuple[int, int] | None,
     seek: bool,
     cache: IndexCache,
+    rotate: bool = True,
 ) -> np.ndarray:
     """``read_clip`` for a URL: one ranged read per clip where the packet table allows (module docstring)."""
     remote = remote_object(url)
     if not seek:
         whole = fetch_whole(remote, remote.key())
-        return read_local(whole, start, clip_len, stride, size, seek=False, index_cache=cache)
+        return read_local(whole, start, clip_len, stride, size, seek=False, rotate=rotate, index_cache=cache)
     found = cache.latest(url)
     fetched: Fetched | None = None
     for _ in range(2):  # a second time only when the object changed since it was indexed
+        if found is not None and found[2] and kept_table(found[2]) is None:
+            log.info("video %s: its kept packet table is unreadable or of an older version; indexing it again", url)
+            found = None  # the table cannot say how frames are turned (see ``packet_table``)
         if found is None:
             key, index, table, fetched = index_remote(remote, cache)
         else:
             key, index, extra = found
             table = kept_table(extra)
-        clip = Clip(start, clip_len, stride, size)
+        clip = Clip(start, clip_len, stride, size, rotate, None if table is None else table.orientation)
         if fetched is not None or table is None or not index.seekable or clip.last >= index.frames:
             break
         try:
@@ -86,7 +93,7 @@ def read_remote(
             log.info("%s; indexing it again", exc)
             key, index, table, fetched = index_remote(remote, cache)
             fetched = fetched or fetch_whole(remote, key)
-    return read_local(fetched, start, clip_len, stride, size, index_cache=cache)
+    return read_local(fetched, start, clip_len, stride, size, rotate=rotate, index_cache=cache)
 
 
 def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: PacketTable, clip: Clip) -> str:
@@ -143,16 +150,27 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
     return f"the packets of bytes {begin}-{end - 1} end before frame {clip.last}"
 
 
-def probe_remote(url: str) -> VideoInfo:
-    """``probe`` for a URL: the header read through a ``RangeFile`` (its tail first)."""
+def probe_remote(url: str, rotate: bool = True) -> VideoInfo:
+    """``probe`` for a URL: the header read through a ``RangeFile`` (its tail first).
+
+    With ``rotate`` the first frame is decoded for its display matrix: a quarter
+    turn swaps width and height, as ``read_clip`` turns the frames.
+    """
     with av.open(RangeFile.open(url)) as container:
         if not container.streams.video:
             raise VideoDecodeError(url, "cannot be opened as a video (the file has no video stream)")
         stream = container.streams.video[0]
         rate = stream.average_rate or stream.base_rate or 0
-        return VideoInfo(
-            frames=max(0, stream.frames),
-            fps=float(rate),
-            width=stream.codec_context.width,
-            height=stream.codec_context.height,
-        )
+        width, height = stream.codec_context.width, stream.codec_context.height
+        if rotate and _first_frame_turned(container, stream):
+            width, height = height, width
+        return VideoInfo(frames=max(0, stream.frames), fps=float(rate), width=width, height=height)
+
+
+def _first_frame_turned(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> bool:
+    """Whether the first frame's display matrix turns it a quarter (False when no frame decodes)."""
+    try:
+        frame = next(container.decode(stream), None)
+    except av.error.FFmpegError:
+        return False
+    return frame is not None and frame_orientation(frame).transpose
