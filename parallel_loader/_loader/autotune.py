@@ -191,11 +191,17 @@ class ThreadTuner:
         return min(self.max_threads, max(self.min_threads, int(self.cores)))
 
     def restart(self, sample: Sample) -> None:
-        """Begin a new window at ``sample``: at an epoch's start, so that time between epochs does not count."""
+        """Begin a new window at ``sample``: at an epoch's start, so that time between epochs does not count.
+
+        :meta private:
+        """
         self._start = sample
 
     def due(self, batches: int) -> bool:
-        """Whether a window begun earlier may have ended at ``batches`` delivered (cheap: no clock read)."""
+        """Whether a window begun earlier may have ended at ``batches`` delivered (cheap: no clock read).
+
+        :meta private:
+        """
         start = self._start
         return start is not None and batches - start.batches >= (
             self.min_batches if self.changes or self._measured else 1
@@ -207,6 +213,8 @@ class ThreadTuner:
         Args:
             sample: the running totals now (``time`` and ``cpu_seconds`` from this tuner's clocks).
             threads: the thread count during the window.
+
+        :meta private:
         """
         start = self._start
         if start is None:
@@ -229,7 +237,10 @@ class ThreadTuner:
         return target
 
     def sample(self, batches: int, wait_seconds: float, calls: int, call_seconds: float) -> Sample:
-        """A ``Sample`` of these totals, timed by this tuner's clock and CPU reading."""
+        """A ``Sample`` of these totals, timed by this tuner's clock and CPU reading.
+
+        :meta private:
+        """
         return Sample(self.clock(), batches, wait_seconds, calls, call_seconds, self.cpu_seconds())
 
     def measure(self, times: Iterable[CallTimes], batches: int, wait_seconds: float) -> Sample:
@@ -239,6 +250,8 @@ class ThreadTuner:
             times: each loader thread's call times.
             batches: the batches delivered.
             wait_seconds: the consumer's wait on the queue.
+
+        :meta private:
         """
         times = list(times)
         return self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
