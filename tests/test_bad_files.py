@@ -42,8 +42,9 @@ def manifest_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def check_full_epochs_and_one_record_per_bad_file(data, bad: list[str], manifest: Path) -> None:
-    with DataLoader(data, num_threads=2, max_len=2, on_error="skip", error_log=manifest) as loader:
+def check_full_epochs_and_one_record_per_bad_file(data, bad: list[str], manifest: Path, processes: int = 0) -> None:
+    options = {"num_threads": 1, "processes": processes} if processes else {"num_threads": 2}
+    with DataLoader(data, max_len=2, on_error="skip", error_log=manifest, **options) as loader:
         for _ in range(EPOCHS):
             batches = list(loader)
             assert len(batches) == len(loader) == 10
@@ -70,6 +71,22 @@ def test_the_same_for_a_video_dataset_over_a_path_label_list(forty, tmp_path):
     rows = [(s.path, s.label) for s in folder_samples(root)]
     data = VideoDataset(rows, batch_size=4, clip_len=CLIP_LEN, size=(16, 20), seed=2, dtype="uint8")
     check_full_epochs_and_one_record_per_bad_file(data, bad, tmp_path / "bad.jsonl")
+
+
+def test_in_worker_processes_a_bad_sample_is_replaced_as_in_threads(forty, tmp_path):
+    root, bad = forty
+    rows = [(s.path, s.label) for s in folder_samples(root)]
+    data = VideoDataset(rows, batch_size=4, clip_len=CLIP_LEN, size=(16, 20), seed=2, dtype="uint8")
+    check_full_epochs_and_one_record_per_bad_file(data, bad, tmp_path / "bad.jsonl", processes=2)
+
+
+def test_in_worker_processes_a_truncated_video_raises_the_video_decode_error_naming_it(forty):
+    _, bad = forty
+    data = VideoDataset([(bad[0], 0)] * 4, batch_size=4, clip_len=CLIP_LEN, size=(16, 20))
+    with DataLoader(data, num_threads=1, processes=2) as loader, pytest.raises(VideoDecodeError) as raised:
+        list(loader)
+    assert raised.value.path == bad[0] and bad[0] in str(raised.value)
+    assert any("worker process" in note for note in raised.value.__notes__)
 
 
 def test_a_quarantined_file_is_not_opened_again_in_the_run(tmp_path):
