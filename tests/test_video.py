@@ -713,3 +713,11 @@ def test_a_truncated_file_still_fails_past_the_frames_that_decode(tmp_path):
         r".*exact_counts=True",
     ):
         data(0)
+
+
+def test_len_of_a_video_dataset_counts_batches_and_len_of_its_samples_counts_samples(tmp_path):
+    rows = [(str(tmp_path / f"v{k}.avi"), 0) for k in range(10)]
+    data = VideoDataset(rows, batch_size=4, clip_len=4, size=(16, 20), find_missing=False)
+    assert (len(data), len(data.samples)) == (3, 10)
+    with DataLoader(data, num_threads=1) as loader:
+        assert len(loader) == 3
