@@ -6,13 +6,15 @@ from parallel_loader import DataLoader
 
 
 class Clips:
-    """A sample dataset: len() samples; dataset[i] is one (clip, label). Loader threads call it at once."""
+    """A sample dataset: len() samples; get_sample(i, epoch) is one (clip, label). Loader threads call it at once."""
 
     def __len__(self):
-        return 96
+        return 96  # samples; len(loader) is batches
 
-    def __getitem__(self, index):
-        rng = np.random.default_rng(index)  # randomness from the index, never from a shared generator
+    def get_sample(self, index, epoch):
+        # Randomness from the index and the epoch, never from a shared generator or an epoch hook:
+        # each epoch differs, and the next epoch's first batches are made while this one ends.
+        rng = np.random.default_rng([index, epoch])
         return rng.random((8, 32, 32, 3), dtype=np.float32), index % 4
 
 

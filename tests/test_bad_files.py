@@ -42,8 +42,9 @@ def manifest_records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def check_full_epochs_and_one_record_per_bad_file(data, bad: list[str], manifest: Path) -> None:
-    with DataLoader(data, num_threads=2, max_len=2, on_error="skip", error_log=manifest) as loader:
+def check_full_epochs_and_one_record_per_bad_file(data, bad: list[str], manifest: Path, processes: int = 0) -> None:
+    options = {"num_threads": 1, "processes": processes} if processes else {"num_threads": 2}
+    with DataLoader(data, max_len=2, on_error="skip", error_log=manifest, **options) as loader:
         for _ in range(EPOCHS):
             batches = list(loader)
             assert len(batches) == len(loader) == 10
@@ -70,6 +71,22 @@ def test_the_same_for_a_video_dataset_over_a_path_label_list(forty, tmp_path):
     rows = [(s.path, s.label) for s in folder_samples(root)]
     data = VideoDataset(rows, batch_size=4, clip_len=CLIP_LEN, size=(16, 20), seed=2, dtype="uint8")
     check_full_epochs_and_one_record_per_bad_file(data, bad, tmp_path / "bad.jsonl")
+
+
+def test_in_worker_processes_a_bad_sample_is_replaced_as_in_threads(forty, tmp_path):
+    root, bad = forty
+    rows = [(s.path, s.label) for s in folder_samples(root)]
+    data = VideoDataset(rows, batch_size=4, clip_len=CLIP_LEN, size=(16, 20), seed=2, dtype="uint8")
+    check_full_epochs_and_one_record_per_bad_file(data, bad, tmp_path / "bad.jsonl", processes=2)
+
+
+def test_in_worker_processes_a_truncated_video_raises_the_video_decode_error_naming_it(forty):
+    _, bad = forty
+    data = VideoDataset([(bad[0], 0)] * 4, batch_size=4, clip_len=CLIP_LEN, size=(16, 20))
+    with DataLoader(data, num_threads=1, processes=2) as loader, pytest.raises(VideoDecodeError) as raised:
+        list(loader)
+    assert raised.value.path == bad[0] and bad[0] in str(raised.value)
+    assert any("worker process" in note for note in raised.value.__notes__)
 
 
 def test_a_quarantined_file_is_not_opened_again_in_the_run(tmp_path):
@@ -238,7 +255,8 @@ def test_a_loader_that_raises_still_raises_from_a_video_dataset(forty):
 
 
 @pytest.mark.parametrize("seed", range(8))  # the replacement is drawn from the seed: never the failing file again
-def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypatch, seed):
+@pytest.mark.parametrize("train", [True, False])  # evaluation leaves the sample out instead
+def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypatch, seed, train):
     import parallel_loader.video._datasets.reader as dataset_module
 
     for v in range(4):
@@ -253,14 +271,30 @@ def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypat
         return real_read(path, *args, **kwargs)
 
     monkeypatch.setattr(dataset_module, "read_clip", read_once_timing_out)
-    data = VideoFolder(tmp_path, batch_size=2, clip_len=4, size=(16, 20), dtype="uint8", train=False, seed=seed)
+    data = VideoFolder(tmp_path, batch_size=2, clip_len=4, size=(16, 20), dtype="uint8", train=train, seed=seed)
     with DataLoader(data, num_threads=1, on_error="skip", ordered=True) as loader:
         first = [video_id(c) for clips, _ in loader for c in clips]
         second = [video_id(c) for clips, _ in loader for c in clips]
-    assert failed == [slow] and 2 not in first and len(first) == 4
-    assert second == [0, 1, 2, 3] and not data.skipped  # not in quarantine: tried again, and delivered
+    assert failed == [slow] and 2 not in first and len(first) == (4 if train else 3)
+    assert sorted(second) == [0, 1, 2, 3] and not data.skipped  # not in quarantine: tried again, and delivered
     (record,) = loader.errors
     assert record.type == "TimeoutError" and record.replaced == 1
+
+
+def test_an_evaluation_pass_leaves_a_bad_video_out_and_counts_every_other_once(forty, tmp_path):
+    root, bad = forty
+    manifest = tmp_path / "bad.jsonl"
+    data = VideoFolder(root, batch_size=4, clip_len=CLIP_LEN, size=(16, 20), dtype="uint8", train=False)
+    with DataLoader(data, num_threads=2, on_error="skip", error_log=manifest) as loader:
+        batches = list(loader)
+    assert len(batches) == 10 and sorted(len(labels) for _, labels in batches) == [3, 3] + [4] * 8
+    delivered = [int(x) for clips, labels in batches for x in labels]
+    ids = sorted(video_id(c) for clips, _ in batches for c in clips)
+    good = [v for v in range(40) if str(root / "ab"[v % 2] / f"v{v:02d}.avi") not in bad]
+    assert ids == sorted(v % 19 for v in good)  # each good video once, the bad ones not at all, no stand-in
+    assert sorted(delivered) == sorted(v % 2 for v in good)
+    assert sorted(r["context"]["path"] for r in manifest_records(manifest)) == sorted(bad)  # reported and counted
+    assert all(r["replaced"] >= 1 for r in manifest_records(manifest))  # more from the epoch made ahead
 
 
 def test_train_passes_skip_on_so_its_batches_come_full(tmp_path):

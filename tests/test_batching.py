@@ -226,3 +226,21 @@ def test_a_class_without_getitem_or_call_is_refused():
 
     with pytest.raises(TypeError, match="needs __getitem__"):
         SampleBatches(Sized(), 2)
+
+
+class EpochSamples:
+    """A sample dataset whose sample depends on its epoch through get_sample's argument, not a hook."""
+
+    def __len__(self):
+        return 10
+
+    def get_sample(self, index, epoch):
+        return np.array([index, epoch])
+
+
+def test_get_sample_takes_the_epoch_as_an_argument_and_epochs_still_overlap():
+    with DataLoader(EpochSamples(), batch_size=4, num_threads=2, ordered=True) as loader:
+        assert hasattr(loader.yield_fn, "get_batch")  # no epoch hook: the next epoch may be made ahead
+        epochs = [[tuple(row) for batch in loader for row in batch] for _ in range(2)]
+        assert (len(loader), len(loader.yield_fn), len(loader.yield_fn.samples)) == (3, 3, 10)  # batches, samples
+    assert epochs == [[(i, e) for i in range(10)] for e in range(2)]

@@ -58,9 +58,9 @@ def test_the_readme_shows_each_quick_start_file_as_it_is(name):
 def test_samples_quick_start_gives_every_sample_once_an_epoch_in_full_batches(capsys):
     quick_start = example("quickstart_samples")
     dataset = quick_start.Clips()
-    # Each sample's clip is drawn from its index, so its first value tells which sample it is.
-    index_of = {float(dataset[i][0][0, 0, 0, 0]): i for i in range(len(dataset))}
-    assert len(index_of) == len(dataset) == 96
+    # Each sample's clip is drawn from its index and epoch, so its first value tells which sample and epoch it is.
+    index_of = {float(dataset.get_sample(i, e)[0][0, 0, 0, 0]): i for i in range(len(dataset)) for e in range(2)}
+    assert len(index_of) == 2 * len(dataset) == 2 * 96  # the clips differ each epoch
     batches = []
 
     def step(clips, labels):

@@ -256,6 +256,42 @@ def test_kinetics_pattern_naming_an_absent_column_is_an_error(tmp_path):
         kinetics_samples(tmp_path / "k.csv", tmp_path, split="train")
 
 
+def test_kinetics_finds_each_rows_file_whatever_its_extension_and_sums_up_the_rows_without_one(tmp_path, caplog):
+    for yid, extension in (("a", ".mp4"), ("b", ".mkv"), ("c", ".webm"), ("d", ".MKV")):
+        (tmp_path / "clips" / "run").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "clips" / "run" / f"{yid}_000001_000011{extension}").write_bytes(b"")
+    (tmp_path / "clips" / "run" / "a_000001_000011.txt").write_bytes(b"")  # not a video: the .mp4 is found
+    rows = [f"run,{yid},1,11,train" for yid in "abcdefghij"]
+    write_lines(tmp_path / "k.csv", ["label,youtube_id,time_start,time_end,split", *rows], end="\n")
+    with caplog.at_level(logging.WARNING, logger="parallel_loader"):
+        samples = kinetics_samples(tmp_path / "k.csv", tmp_path / "clips")
+    assert [Path(s.path).name for s in samples] == [
+        "a_000001_000011.mp4", "b_000001_000011.mkv", "c_000001_000011.webm", "d_000001_000011.MKV"
+    ]  # fmt: skip
+    (warning,) = caplog.records
+    assert "6 of 10 rows have no video file" in warning.message
+    assert "line 6 (run/e_000001_000011.mp4)" in warning.message
+    assert "line 11" not in warning.message and "and 1 more" in warning.message
+    as_named = kinetics_samples(tmp_path / "k.csv", tmp_path / "clips", extensions=None)  # no listing
+    assert len(as_named) == 10 and as_named.samples[1].path.endswith("b_000001_000011.mp4")
+    with pytest.raises(ValueError, match="10 of 10 rows have no video file"):
+        kinetics_samples(tmp_path / "k.csv", tmp_path / "elsewhere", split="train")
+
+
+@pytest.mark.parametrize("root", ["s3://bucket/videos", "gs://bucket/videos", "https://host/videos", "file:///videos"])
+def test_every_reader_keeps_a_url_root_a_url(ucf, hmdb, tmp_path, root):
+    write_lines(tmp_path / "k.csv", ["label,youtube_id,time_start,time_end", "run,a,1,11"], end="\n")
+    lists = [
+        kinetics_samples(tmp_path / "k.csv", root, extensions=None),
+        ucf101_samples(root, ucf / "splits"),
+        hmdb51_samples(root, hmdb / "splits"),
+        sample_list([("run/a.mp4", "run")], root=root),
+    ]
+    for samples in lists:
+        assert all(s.path.startswith(root + "/") and "//" not in s.path[len(root) :] for s in samples)
+    assert lists[0].samples[0].path == f"{root}/run/a_000001_000011.mp4"
+
+
 def test_sample_list_takes_names_or_indices_and_segments(tmp_path):
     by_name = sample_list([("a.avi", "walk"), ("b.avi", "clap", 1, 2.5)], root=tmp_path)
     assert by_name.classes == ("clap", "walk")

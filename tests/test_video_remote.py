@@ -23,6 +23,7 @@ from parallel_loader.video import (
     VideoDecodeError,
     VideoFolder,
     frame_count,
+    kinetics_samples,
     probe,
     read_clip,
 )
@@ -358,6 +359,26 @@ def test_a_video_folder_at_a_url_lists_its_classes_and_gives_the_local_batches(s
             np.testing.assert_array_equal(got, expected)
     with pytest.raises(FileNotFoundError, match="video root folder not found"):
         VideoFolder("s3://tree/nothing", **args)
+
+
+def test_a_kinetics_csv_over_a_bucket_finds_every_rows_file_whatever_its_extension(servers, videos, tmp_path):
+    proxy, _ = servers
+    client = boto3.client("s3", endpoint_url=proxy.url)
+    client.create_bucket(Bucket="kinetics")
+    rows = [("run", "a", ".mp4"), ("run", "b", ".mkv"), ("jump", "c", ".webm"), ("jump", "d", ".mp4")]
+    for label, yid, extension in rows:
+        client.upload_file(str(videos["short.mp4"]), "kinetics", f"train/{label}/{yid}_000000_000010{extension}")
+    client.close()
+    lines = ["label,youtube_id,time_start,time_end,split", *(f"{r[0]},{r[1]},0,10,train" for r in rows)]
+    (tmp_path / "k.csv").write_text("\n".join(lines) + "\n")
+    proxy.reset()
+    samples = kinetics_samples(tmp_path / "k.csv", "s3://kinetics/train")
+    assert proxy.requests <= 2  # one listing per class folder
+    assert [s.path for s in samples] == [f"s3://kinetics/train/{r[0]}/{r[1]}_000000_000010{r[2]}" for r in rows]
+    assert list(samples.classes) == ["jump", "run"] and [s.label for s in samples] == [1, 1, 0, 0]
+    data = VideoDataset(samples, batch_size=4, clip_len=4, size=(16, 20), train=False, index_cache=IndexCache(None))
+    clips, labels = data(0)
+    assert clips.shape[0] == 4 and list(labels) == [1, 1, 0, 0]
 
 
 def test_the_index_and_check_commands_take_a_url_prefix(servers, videos, tmp_path, capsys):

@@ -166,8 +166,8 @@ def test_missing_files_are_named_at_construction_by_listing_folders_or_found_at_
     assert opened == []
     data = VideoDataset(rows, 3, 4, size=(16, 20), on_error="skip", train=False, find_missing=False)
     assert len(data) == 1 and not data.skipped and opened == []  # nothing looked at: found when read
-    clips, _ = data(0)
-    assert len(clips) == 3 and set(data.skipped) == {str(gone), str(root / "nofolder/x.avi")}
+    clips, _ = data(0)  # evaluation: the two missing files are left out
+    assert len(clips) == 1 and set(data.skipped) == {str(gone), str(root / "nofolder/x.avi")}
     assert data.skipped[str(gone)].endswith("(listed at sample 1)")
 
 

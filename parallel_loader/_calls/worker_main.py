@@ -37,7 +37,7 @@ Call = Callable[[int, int], Any]
 
 
 def worker_main(
-    payload: bytes, number: int, name: str, keep: int, control: Connection, lanes: list[Connection]
+    payload: bytes, number: int, name: str, keep: int, skip: bool, control: Connection, lanes: list[Connection]
 ) -> None:
     """Run a worker process: a thread serves each lane; this thread serves the control pipe.
 
@@ -46,6 +46,7 @@ def worker_main(
         number: the worker's number; its threads get ``number * len(lanes) + j``.
         name: the process's name, for messages.
         keep: how many blocks' mappings to keep (``WorkerMappings``).
+        skip: whether the loader skips failures: the worker's error sink says so, as the loader's does.
         control: the pipe for stack and hook requests; its end ends the process.
         lanes: one pipe per worker thread.
     """
@@ -56,7 +57,7 @@ def worker_main(
     reports = threading.local()
     sink = getattr(yield_fn, "set_error_sink", None)
     if sink is not None:
-        sink(lambda index, exc, context=None: reports.list.append((index, portable(exc)[0], context)))
+        sink(_WorkerSink(reports, skip))
     call = call_of(yield_fn, False)
     workers = [
         threading.Thread(
@@ -84,6 +85,21 @@ def worker_main(
             except BaseException as exc:
                 exc.add_note(f"raised by {request[1]} in worker process {name} (pid {os.getpid()})")
                 control.send(portable(exc))
+
+
+class _WorkerSink:
+    """The error sink a yield function gets in a worker: keeps each report for the answer of its task.
+
+    Its ``skip`` is the loader's, so a bad sample is replaced here as in a loader thread.
+    """
+
+    def __init__(self, reports: threading.local, skip: bool) -> None:
+        self.skip = skip
+        self._reports = reports
+
+    def __call__(self, index: int | None, exc: BaseException, context: dict[str, Any] | None = None) -> None:
+        """Keep one report; it goes to the loader's sink with the task's answer."""
+        self._reports.list.append((index, portable(exc)[0], context))
 
 
 def _serve(

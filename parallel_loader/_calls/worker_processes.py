@@ -48,7 +48,8 @@ class ProcessCalls:
         num_threads: threads in each worker process.
         stream: whether ``yield_fn`` is a stream (refused: see Raises).
         thread_init: called in each worker thread with its number; must be picklable.
-        report: where failures that the yield function reports itself go (its error sink).
+        report: where failures that the yield function reports itself go (its error sink); its
+            ``skip`` reaches the workers' sinks.
         name: the loader's name; the processes are ``name-process-0``, ...
         max_batches: the most batches the loader holds at once: shared-memory
             blocks kept for reuse.
@@ -315,6 +316,7 @@ class ProcessCalls:
                 worker.number,
                 worker.name,
                 self._blocks.capacity,
+                bool(getattr(self._report, "skip", False)),
                 pipes[0][1],
                 [p[1] for p in pipes[1:]],
             ),

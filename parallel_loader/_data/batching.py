@@ -58,9 +58,10 @@ class SampleBatches(YieldFunction):
         samples: the sample dataset: ``len(samples)`` samples, and
             ``samples[i]`` (used when its class defines ``__getitem__``) or else
             ``samples(i)`` returning sample ``i``. Called from several loader
-            threads at once, so it must be thread-safe. Its own
-            ``on_epoch_begin(epoch)`` and ``on_epoch_end(epoch)``, if any, are
-            called through this one.
+            threads at once, so it must be thread-safe. A dataset whose samples
+            change each epoch defines ``get_sample(index, epoch)``, used instead:
+            epochs then still overlap. Its own ``on_epoch_begin(epoch)`` and
+            ``on_epoch_end(epoch)``, if any, are called through this one, and keep epochs apart.
         batch_size: samples per batch.
         drop_last: leave out the last batch of an epoch when it is short; by
             default it is kept, with the samples left over.
@@ -91,11 +92,13 @@ class SampleBatches(YieldFunction):
                 f"batch_size needs a sample dataset with __len__ (the number of samples); {type(samples).__name__} "
                 "has none. A stream (a function without __len__) returns whole batches: leave batch_size out"
             )
+        # get_sample(index, epoch): a sample whose randomness comes from its epoch, with epochs still overlapping.
+        self._get_sample: Callable[[int, int], Any] | None = getattr(samples, "get_sample", None)
         if hasattr(type(samples), "__getitem__"):
             self._get: Callable[[int], Any] = samples.__getitem__
         elif callable(samples):
             self._get = samples
-        else:
+        elif self._get_sample is None:
             raise TypeError(
                 f"a sample dataset needs __getitem__(index) or __call__(index) returning one sample; "
                 f"{type(samples).__name__} has neither"
@@ -161,7 +164,7 @@ class SampleBatches(YieldFunction):
             raise IndexError(f"batch {index} is out of range: the epoch has {len(self)} batches")
         sink = self._sink
         if sink is None or not getattr(sink, "skip", False):
-            return self.collate([self._get(int(position)) for position in positions])
+            return self.collate([self._fetch(int(position), epoch) for position in positions])
         count = len(order)
         return self.collate([self._replacing_get(int(p), epoch, index, k, count) for k, p in enumerate(positions)])
 
@@ -189,7 +192,7 @@ class SampleBatches(YieldFunction):
                 self._sink(index, known, self._context(sample, known))
                 continue
             try:
-                return self._get(sample)
+                return self._fetch(sample, epoch)
             except Exception as exc:
                 if isinstance(exc, NEVER_SKIPPED):
                     raise
@@ -198,6 +201,10 @@ class SampleBatches(YieldFunction):
                     self._bad[key] = exc
                 self._sink(index, exc, self._context(sample, exc))
         raise AssertionError("unreachable: itertools.count() never ends")
+
+    def _fetch(self, sample: int, epoch: int) -> Any:
+        """Sample ``sample`` of ``epoch``: ``get_sample(sample, epoch)`` if the dataset has it, else ``samples[i]``."""
+        return self._get(sample) if self._get_sample is None else self._get_sample(sample, epoch)
 
     def _context(self, sample: int, exc: BaseException) -> dict[str, Any]:
         """What a bad sample's record says: what the samples and the exception know of it, and its key."""

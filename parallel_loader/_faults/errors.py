@@ -7,6 +7,8 @@ See :doc:`/guide/long_runs`.
 
 from __future__ import annotations
 
+from .._core.exceptions import PicklesAsItself
+
 __all__ = ["ErrorBudgetExceeded", "LoaderClosed", "LoaderTimeout", "WorkerProcessDied"]
 
 
@@ -14,7 +16,7 @@ class LoaderClosed(RuntimeError):
     """The DataLoader was closed: it cannot start an epoch, or was closed during one."""
 
 
-class LoaderTimeout(TimeoutError):
+class LoaderTimeout(PicklesAsItself, TimeoutError):
     """A call of the yield function ran longer than the loader's ``call_timeout``.
 
     The message names the thread, the index and the time the call had run, and
@@ -33,7 +35,7 @@ class LoaderTimeout(TimeoutError):
         self.elapsed = elapsed
 
 
-class ErrorBudgetExceeded(RuntimeError):
+class ErrorBudgetExceeded(PicklesAsItself, RuntimeError):
     """More yield-function calls failed than ``max_errors`` allows.
 
     Attributes:
@@ -47,7 +49,7 @@ class ErrorBudgetExceeded(RuntimeError):
         self.budget = budget
 
 
-class WorkerProcessDied(RuntimeError):
+class WorkerProcessDied(PicklesAsItself, RuntimeError):
     """A worker process (``processes=P``) ended while it was making a batch: a crash, not an exception.
 
     A segfault in native code or the kernel's OOM killer, say. The message names

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 
+from ..._core.exceptions import PicklesAsItself
+
 __all__ = ["VideoDecodeError", "require_file"]
 
 
-class VideoDecodeError(Exception):
+class VideoDecodeError(PicklesAsItself, Exception):
     """A video could not be decoded as asked: not a video, truncated or corrupt, or too short for the clip.
 
     Attributes:

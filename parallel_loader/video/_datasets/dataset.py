@@ -50,8 +50,8 @@ class VideoDataset(YieldFunction):
         size: ``(height, width)`` of the output frames.
         train: augment and shuffle (training) or not (evaluation).
         seed: makes the augmentation and shuffling reproducible; ``None`` draws one.
-        on_error: ``"raise"`` raises for a bad sample; ``"skip"`` leaves it out
-            or replaces it, and lists it in ``skipped``.
+        on_error: ``"raise"`` raises for a bad sample. ``"skip"`` replaces it in
+            training and leaves it out of its batch in evaluation. It lists it in ``skipped``.
         dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
         crop_fraction: the crop's share of the decoded frame's height and width.
         classes: class names in label order, for rows; a ``SampleList`` has its own.
@@ -231,8 +231,9 @@ class VideoDataset(YieldFunction):
         views = () if self.views is None else (self.views,)
         clips = np.empty((len(chosen), *views, self.clip_len, *self.size, 3), dtype=self.dtype)
         labels = np.empty(len(chosen), dtype=np.int64)
+        kept = np.ones(len(chosen), dtype=bool)
         for k, (position, sample) in enumerate(chosen):
-            labels[k] = load(
+            label = load(
                 clips[k],
                 sample,
                 samples=self._list,
@@ -243,8 +244,13 @@ class VideoDataset(YieldFunction):
                 epoch=epoch,
                 position=position,
                 index=position // self.batch_size,
+                replace=self.train,
             )
-        return clips, labels
+            kept[k] = label is not None
+            labels[k] = -1 if label is None else label
+        if kept.all():
+            return clips, labels
+        return clips[kept], labels[kept]  # evaluation: a bad sample is left out, never another counted twice
 
     def on_epoch_begin(self, epoch: int) -> None:
         """Called by the DataLoader before the first call of ``epoch``: make that epoch's batches from now on."""

@@ -2,7 +2,8 @@
 
 ``BadSamples`` holds what the dataset knows of its bad samples. ``load`` reads
 one sample into a batch. With ``on_error="skip"``, or in a loader that skips,
-it replaces a bad sample by another one drawn from the clip's seed. The outcome
+it replaces a bad sample by another one drawn from the clip's seed. In
+evaluation it leaves the sample out instead, so that no video counts twice. The outcome
 depends only on which samples are bad, not on which thread found them first.
 See :doc:`/video/datasets`.
 """
@@ -114,7 +115,8 @@ def load(
     epoch: int,
     position: int,
     index: int,
-) -> int:
+    replace: bool = True,
+) -> int | None:
     """Decode sample ``sample`` into ``out``, or a replacement for it when it is bad and ``bad`` skips.
 
     Attempt ``k`` draws from ``clip_rng(seed, epoch, position, k)``; each attempt
@@ -132,9 +134,10 @@ def load(
         epoch: the epoch.
         position: the sample's place in the epoch.
         index: the batch's index, for the reports.
+        replace: draw a replacement for a bad sample (training), or leave it out (evaluation).
 
     Returns:
-        The label of the sample decoded.
+        The label of the sample decoded; ``None`` for a bad sample left out (``replace=False``).
 
     Raises:
         VideoDecodeError: the sample is bad and ``bad`` does not skip, or no replacement decodes.
@@ -161,6 +164,8 @@ def load(
         if known is not None:  # only saves the decode: a known bad sample fails this attempt
             key, reason = known
             bad.report(index, bad.failures.get(key) or VideoDecodeError(video.path, reason), key, reason)
+            if not replace:
+                return None
         else:
             key = video.path  # a failure counts for the whole file, unless only this sample's range is at fault
             try:
@@ -183,7 +188,10 @@ def load(
                 if lasting(exc):
                     bad.skip(key, reason, exc, video.path)
                 else:
-                    log.warning("replacing a clip of %s, which failed for now (tried again later): %s", key, reason)
+                    what = "replacing a clip of" if replace else "leaving out"
+                    log.warning("%s %s, which failed for now (tried again later): %s", what, key, reason)
                 bad.report(index, exc, key, reason)
+                if not replace:
+                    return None
         replaced = replaced or video.path
     raise AssertionError("unreachable: itertools.count() never ends")

@@ -17,6 +17,7 @@ and the line. No reader opens a video. Each sample keeps where it was listed
 from __future__ import annotations
 
 import csv
+import logging
 import math
 import os
 import string
@@ -26,8 +27,8 @@ from typing import Literal
 
 import numpy as np
 
-from .._base.keys import is_url
 from .exclude import Exclude, excluding
+from .finding import VideoFinder, folder_files, missing_summary
 from .parsing import (
     AnnotationError,
     check_segment,
@@ -49,6 +50,8 @@ __all__ = [
     "sample_list",
     "ucf101_samples",
 ]
+
+log = logging.getLogger(__name__)
 
 VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
 
@@ -173,14 +176,7 @@ def folder_samples(
     builder = SampleListBuilder(os.path.join(str(root), ""))
     for label, name in enumerate(classes):
         # A URL's folder is listed through its store; a local one with scandir, which needs no stat per file.
-        entries = (root / name).iterdir() if is_url(str(root)) else os.scandir(root / name)
-        files = sorted(
-            entry.name
-            for entry in entries
-            if entry.is_file()
-            and not entry.name.startswith(".")
-            and os.path.splitext(entry.name)[1].lower() in extensions
-        )
+        files = sorted(f for f in folder_files(root / name) if os.path.splitext(f)[1].lower() in extensions)
         if not files:
             raise ValueError(
                 f"{root / name} has no video files (looked for {', '.join(sorted(extensions))}); "
@@ -315,6 +311,7 @@ def kinetics_samples(
     classes: Sequence[str] | None = None,
     trimmed: bool | None = None,
     *,
+    extensions: Sequence[str] | None = tuple(sorted(VIDEO_EXTENSIONS)),
     exclude: Exclude = None,
 ) -> SampleList:
     """Return the clips of a Kinetics-style CSV, with the header ``label,youtube_id,time_start,time_end,split``.
@@ -326,18 +323,25 @@ def kinetics_samples(
     video, the samples take ``[time_start, time_end)``. By default, a pattern that
     names a time is taken to name a trimmed clip. See :doc:`/video/datasets`.
 
+    A row's file may have another of ``extensions`` than the pattern's, as
+    downloads come (``.mkv``, ``.webm``). Each folder is listed once to find it.
+    Rows with no file are left out, with one warning that counts them and names the first.
+
     Args:
         csv_file: the CSV; more columns than the four needed are fine.
-        root: the folder the pattern is relative to.
+        root: the folder the pattern is relative to, or a URL (``s3://bucket/kinetics``).
         split: keep only the rows whose ``split`` column is this (such as ``"train"``); ``None`` keeps all.
         pattern: a ``str.format`` pattern over the CSV's columns giving each row's file.
         classes: class names in label order (pass the training set's for a
             validation set); default: the labels of the rows kept, sorted.
         trimmed: the files hold only their segments (``True``) or whole videos (``False``).
+        extensions: the extensions a row's file may have. ``None`` takes the
+            pattern's names as they are, without listing a folder.
         exclude: files to leave out (see ``excluding``).
 
     Raises:
         FileNotFoundError: there is no ``csv_file``.
+        ValueError: no row kept has a file (or, with ``extensions=None``, no row is kept).
         AnnotationError: a column is missing, or the pattern names a column the
             CSV lacks. Or a row is malformed, has an unknown label, or its times do
             not make a segment. The error names the file and the line.
@@ -346,7 +350,12 @@ def kinetics_samples(
     fields_used = {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
     if trimmed is None:
         trimmed = bool(fields_used & {"time_start", "time_end"})
-    builder = SampleListBuilder(os.path.join(str(Path(root)), ""))
+    root = root_path(root)
+    # Where a pattern's name is normalized as a path under root would be (a URL keeps its "//").
+    base = Path(root) if isinstance(root, Path) else Path("/", str(root).partition("://")[2])
+    finder = None if extensions is None else VideoFinder(root, extensions)
+    missing: list[tuple[int, str]] = []  # (line, name) of the rows with no file
+    builder = SampleListBuilder(os.path.join(str(root), ""))
     label_of = None if classes is None else {name: k for k, name in enumerate(classes)}
     found: dict[str, int] = {}  # without classes: label -> its number in order of first appearance
     template = str(csv_file).replace("{", "{{").replace("}", "}}") + ", line {}"
@@ -390,7 +399,7 @@ def kinetics_samples(
                 origin = f"{csv_file}, line {line}"
                 raise AnnotationError(origin, f"the pattern {pattern!r} does not fit this row: {exc}") from None
             if "//" in relative or "/./" in relative or relative.startswith(("./", "/")) or os.sep != "/":
-                relative = os.path.relpath(Path(root, relative), Path(root))  # as Path(root, relative) names it
+                relative = os.path.relpath(Path(base, relative), base)  # as Path(root, relative) names it
             name = fields[label_at]
             if label_of is None:
                 label = found.setdefault(name, len(found))
@@ -400,12 +409,23 @@ def kinetics_samples(
                     origin = f"{csv_file}, line {line}"
                     known = some_names(tuple(classes))
                     raise AnnotationError(origin, f"unknown label {name!r}: the classes are {known}")
+            if finder is not None:
+                there = finder.find(relative)
+                if there is None:
+                    missing.append((line, relative))
+                    continue
+                relative = there
             if trimmed:
                 builder.add(relative, label, None, None, (template, line))
             else:
                 builder.add(relative, label, start, end, (template, line))
+    what = csv_file if split is None else f"{csv_file} (split {split!r})"
+    if missing:
+        summary = missing_summary(str(what), missing, len(builder) + len(missing), root)
+        if not len(builder):
+            raise ValueError(summary)
+        log.warning("%s", summary)
     if not len(builder):
-        what = csv_file if split is None else f"{csv_file} (split {split!r})"
         raise ValueError(f"{what} lists no video")
     if label_of is None:
         names = tuple(sorted(found))

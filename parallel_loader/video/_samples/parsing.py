@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..._core.exceptions import PicklesAsItself
 from .._base.keys import is_url
 from .._bytes.listing import RemotePath
 from .sample_list import VideoSample
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class AnnotationError(ValueError):
+class AnnotationError(PicklesAsItself, ValueError):
     """An annotation file or a sample list that cannot be used as it is.
 
     It is raised for a malformed line or an unknown class.

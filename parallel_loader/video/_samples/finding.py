@@ -1,0 +1,80 @@
+"""Finding a listed video whatever its extension: each folder listed once, locally or in a store.
+
+A data set downloaded by scripts comes with several extensions (``.mp4``,
+``.mkv``, ``.webm``), while its annotations name one. ``VideoFinder`` takes
+the name a row gives and returns the file that is there, by its stem. Each
+folder is listed once: ``os.scandir`` locally, one listing request at a URL.
+``missing_summary`` says in one line which rows had no file. See :doc:`/video/datasets`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from .._bytes.listing import RemotePath
+
+__all__ = ["VideoFinder", "folder_files", "missing_summary"]
+
+# How many rows without a file the summary names.
+_NAMED = 5
+
+
+def folder_files(folder: Path | RemotePath) -> list[str]:
+    """The names of the files in ``folder``, less hidden ones (``.name``), from one listing.
+
+    Raises:
+        FileNotFoundError: there is no ``folder``.
+        NotADirectoryError: ``folder`` is a file.
+    """
+    entries = folder.iterdir() if isinstance(folder, RemotePath) else os.scandir(folder)
+    return [entry.name for entry in entries if entry.is_file() and not entry.name.startswith(".")]
+
+
+class VideoFinder:
+    """Finds each named file under ``root``, or a file of the same stem with another of ``extensions``.
+
+    Args:
+        root: the folder the names are relative to (a ``RemotePath`` for a URL).
+        extensions: the video extensions a file may have instead (any case).
+    """
+
+    def __init__(self, root: Path | RemotePath, extensions: Iterable[str]) -> None:
+        self._root = root
+        self._extensions = sorted({e.lower() for e in extensions})
+        self._folders: dict[str, tuple[frozenset[str], dict[str, str]]] = {}  # folder -> (names, stem -> name)
+
+    def find(self, relative: str) -> str | None:
+        """Return ``relative``, or the same stem with the extension found, or ``None`` when no file is there."""
+        folder, sep, name = relative.rpartition(os.sep)
+        listed = self._folders.get(folder)
+        if listed is None:
+            listed = self._folders[folder] = self._list(folder)
+        names, by_stem = listed
+        if name in names:
+            return relative
+        stem, extension = os.path.splitext(name)
+        found = by_stem.get(stem if extension.lower() in self._extensions else name)
+        return None if found is None else folder + sep + found
+
+    def _list(self, folder: str) -> tuple[frozenset[str], dict[str, str]]:
+        """One listing of ``folder``: its names, and the first video name (by extension order) of each stem."""
+        try:
+            names = folder_files(self._root / folder if folder else self._root)
+        except (FileNotFoundError, NotADirectoryError):
+            return frozenset(), {}
+        by_stem: dict[str, str] = {}
+        rank = {e: k for k, e in enumerate(self._extensions)}
+        for name in sorted(names, key=lambda n: rank.get(os.path.splitext(n)[1].lower(), len(rank))):
+            stem, extension = os.path.splitext(name)
+            if extension.lower() in rank:
+                by_stem.setdefault(stem, name)
+        return frozenset(names), by_stem
+
+
+def missing_summary(where: str, missing: Sequence[tuple[int, str]], rows: int, root: object) -> str:
+    """One line on the rows whose file is not there: how many, and the first few as ``line N (name)``."""
+    named = ", ".join(f"line {line} ({name})" for line, name in missing[:_NAMED])
+    more = f" and {len(missing) - _NAMED} more" if len(missing) > _NAMED else ""
+    return f"{where}: {len(missing)} of {rows} rows have no video file under {root}, left out: {named}{more}"
