@@ -238,8 +238,10 @@ def test_a_resumed_run_continues_its_manifest_and_its_budget(tmp_path):
     resumed_loader = DataLoader(Faulty(N, fail=fail), num_threads=4, **options)
     resumed_loader.load_state_dict(state)
     # The budget of 1 counts the failure before the checkpoint: the second one is past it.
-    with resumed_loader, pytest.raises(ErrorBudgetExceeded, match="2 failed calls"):
+    with resumed_loader, pytest.raises(ErrorBudgetExceeded, match="2 failed calls") as info:
         list(resumed_loader)
+    # Its message names the first records, the one before the resume first.
+    assert "First: epoch 0 index 3: ValueError: bad 3; epoch 0 index 30: KeyError" in str(info.value)
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["epoch"], r["index"]) for r in records] == [(0, 3), (0, 30)]
 

@@ -304,6 +304,8 @@ class DataLoader:
             shard=[self.shard_index, self.num_shards],
             errors=self._delivery.done_errors + self._sink.reported,
             calls=self._delivery.done_calls,
+            lost=self._delivery.lost_samples(),
+            first_errors=self._budget.first_quoted(),
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

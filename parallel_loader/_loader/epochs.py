@@ -145,9 +145,7 @@ class Epochs:
         """Go on from ``state``: its epoch comes next, without the positions it says were done."""
         self.loaded = state
         self.epoch = self.completed = state.epoch - 1
-        delivery = self._delivery
-        delivery.errors_before = delivery.done_errors = state.errors
-        delivery.calls = delivery.done_calls = state.calls
+        self._delivery.load(state)
 
     def _begin(self, seed: int) -> EpochPlan:
         length = self._batches_per_epoch if self._stream else epoch_length(self._yield_fn)
