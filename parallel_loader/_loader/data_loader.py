@@ -75,7 +75,9 @@ class DataLoader:
         num_shards: how many workers share each epoch; each delivers its own shard of it.
         shard_index: this worker's shard, ``0 <= shard_index < num_shards``.
         shard_remainder: ``"pad"`` or ``"drop"``: how shards even out an epoch whose
-            length is not a multiple of ``num_shards``.
+            length is not a multiple of ``num_shards`` (times ``replicas``).
+        replicas: under ``tf.distribute``, the replicas that one step feeds from
+            this loader's consecutive batches. Each epoch's length is then kept a multiple of it.
         overlap_epochs: make the next epoch's first batches while the current one ends,
             when the yield function allows it.
         min_threads: with ``num_threads="auto"``: the fewest threads (default 1).
@@ -119,6 +121,7 @@ class DataLoader:
         max_threads: int | None = None,
         telemetry: bool = True,
         processes: int = 0,
+        replicas: int = 1,
     ) -> None:
         o = LoaderOptions.check(
             yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch, batches_per_epoch,
@@ -126,7 +129,7 @@ class DataLoader:
             max_errors=max_errors, error_log=error_log, call_timeout=call_timeout, thread_init=thread_init,
             num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder,
             overlap_epochs=overlap_epochs, min_threads=min_threads, max_threads=max_threads, telemetry=telemetry,
-            processes=processes,
+            processes=processes, replicas=replicas,
         )  # fmt: skip
         self._yield_fn = o.yield_fn
         self._samples = o.samples
@@ -145,6 +148,7 @@ class DataLoader:
         self.num_shards = o.num_shards
         self.shard_index = o.shard_index
         self.shard_remainder = o.shard_remainder
+        self.replicas = o.replicas
         self.overlap_epochs = o.overlap_epochs
         self.telemetry = o.telemetry
         self.processes = o.processes
@@ -180,7 +184,7 @@ class DataLoader:
         )  # fmt: skip
         self._planner = EpochPlanner(
             stream=self._stream, shuffle=self.shuffle, num_shards=self.num_shards, shard_index=self.shard_index,
-            shard_remainder=self.shard_remainder, batches_per_epoch=self.batches_per_epoch,
+            shard_remainder=self.shard_remainder, batches_per_epoch=self.batches_per_epoch, replicas=self.replicas,
         )  # fmt: skip
         self._epochs = Epochs(
             self.name, self._lock, self._yield_fn, self._yield_calls, planner=self._planner, dispatcher=d,
