@@ -76,8 +76,7 @@ class DataLoader:
         shard_index: this worker's shard, ``0 <= shard_index < num_shards``.
         shard_remainder: ``"pad"`` or ``"drop"``: how shards even out an epoch whose
             length is not a multiple of ``num_shards`` (times ``replicas``).
-        replicas: under ``tf.distribute``, the replicas that one step feeds from
-            this loader's consecutive batches. Each epoch's length is then kept a multiple of it.
+        replicas: the replicas one step feeds from consecutive batches; each epoch's length is kept a multiple of it.
         overlap_epochs: make the next epoch's first batches while the current one ends,
             when the yield function allows it.
         min_threads: with ``num_threads="auto"``: the fewest threads (default 1).
@@ -289,16 +288,20 @@ class DataLoader:
         """
         yield from self._epochs.run(self.seed)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, batches: int | None = None) -> dict[str, Any]:
         """Where the loader is: enough for ``load_state_dict`` to go on from here in a new loader.
 
         Call it from the consuming thread. See :doc:`/guide/long_runs`.
+
+        Args:
+            batches: count only the first ``batches`` delivered in this run of the epoch: those
+                trained on, for a consumer that prefetches (tf.data, Keras). By default, every one delivered.
 
         Returns:
             A JSON-serialisable dict with the epoch, the positions of it delivered
             or skipped, the seed, and the error counts.
         """
-        epoch, done = self._epochs.position()
+        epoch, done = self._epochs.position() if batches is None else self._epochs.position_after(batches)
         return saved(
             epoch=epoch,
             done=done,

@@ -146,7 +146,7 @@ class Delivery:
                 position, batch = pending.pop(next_slot)
                 next_slot = dispatcher.release(next_slot + 1)
             while True:
-                plan.mark_done(position)
+                plan.mark_done(position, delivered=type(batch) is not Failed and batch is not NO_BATCH)
                 self.done_calls += 1
                 if type(batch) is Failed:
                     if batch.deferred:
