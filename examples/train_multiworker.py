@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     # Each worker's shard, handed out to its replicas a batch each per step.
-    steps_per_epoch = shard_length(len(train_probe), workers) // (replicas // workers)
+    steps_per_epoch = shard_length(len(train_probe), workers, "pad", replicas // workers) // (replicas // workers)
 
     keras.utils.set_random_seed(args.seed)
     with strategy.scope():

@@ -308,3 +308,29 @@ def test_train_passes_skip_on_so_its_batches_come_full(tmp_path):
     assert sizes == [4] * 15
     (record,) = manifest_records(manifest)
     assert record["context"]["key"] == "sample 3" and record["replaced"] >= 3
+
+
+def test_a_resumed_run_with_one_bad_file_and_a_fractional_budget_runs_to_the_end(forty):
+    """The budget after a resume is of the whole run's samples; the bad file's draws cost one sample each."""
+    root, bad = forty
+    rows = [(s.path, s.label) for s in folder_samples(root) if str(s.path) != bad[1]]
+
+    def loader():
+        data = VideoDataset(rows, batch_size=4, clip_len=CLIP_LEN, size=(16, 20), seed=2, dtype="uint8")
+        return DataLoader(data, num_threads=2, max_len=2, ordered=True, on_error="skip", max_errors=0.05)
+
+    with loader() as first:
+        for n, _ in enumerate(first, 1):
+            if n == 8:
+                state = json.loads(json.dumps(first.state_dict()))
+                break
+    assert state["errors"] == 1 and state["calls"] == 8 and 1 <= state["lost"] <= 2
+    assert bad[0] in state["first_errors"][0]
+    resumed = loader()
+    resumed.load_state_dict(state)
+    with resumed:
+        epochs = [list(resumed) for _ in range(3)]
+    assert [len(e) for e in epochs] == [2, 10, 10]
+    assert all(clips.shape[0] == 4 for epoch in epochs for clips, _ in epoch)
+    final = resumed.state_dict()
+    assert final["calls"] == 8 + 2 + 10 + 10 and final["lost"] <= 5

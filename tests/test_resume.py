@@ -238,8 +238,10 @@ def test_a_resumed_run_continues_its_manifest_and_its_budget(tmp_path):
     resumed_loader = DataLoader(Faulty(N, fail=fail), num_threads=4, **options)
     resumed_loader.load_state_dict(state)
     # The budget of 1 counts the failure before the checkpoint: the second one is past it.
-    with resumed_loader, pytest.raises(ErrorBudgetExceeded, match="2 failed calls"):
+    with resumed_loader, pytest.raises(ErrorBudgetExceeded, match="2 failed calls") as info:
         list(resumed_loader)
+    # Its message names the first records, the one before the resume first.
+    assert "First: epoch 0 index 3: ValueError: bad 3; epoch 0 index 30: KeyError" in str(info.value)
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [(r["epoch"], r["index"]) for r in records] == [(0, 3), (0, 30)]
 
@@ -300,3 +302,17 @@ def test_train_state_round_trip_resumes_mid_epoch_with_its_history():
     assert history[0].train.seconds == state["history"][0]["train"]["seconds"]
     after = again.state_dict()["train"]
     assert (after["epoch"], after["done"], after["seed"]) == (3, [], state["train"]["seed"])
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_state_of_the_batches_trained_leaves_out_those_delivered_but_not_trained(ordered):
+    fail = {5: ValueError}
+    with DataLoader(Faulty(N, fail=fail), num_threads=3, ordered=ordered, on_error="skip") as loader:
+        delivered = take(loader, 12)
+        state = json_round_trip(loader.state_dict(batches=9))  # a consumer that trained on 9 of them
+        assert json_round_trip(loader.state_dict(batches=12)) == json_round_trip(loader.state_dict())
+    (rest,), _ = resumed(Faulty(N, fail=fail), state, num_threads=2, on_error="skip")
+    assert sorted(delivered[:9] + rest) == [i for i in range(N) if i not in fail]
+    with DataLoader(Indices(), num_threads=2) as loader:
+        whole = list(loader)
+        assert loader.state_dict(batches=len(whole))["done"] == [] and loader.state_dict(batches=39)["epoch"] == 0

@@ -161,3 +161,44 @@ def test_drop_with_fewer_batches_than_shards_fails_at_len_and_at_the_epoch():
             list(loader)
         fn.n = 4  # the loader is still usable once the epoch is long enough
         assert sorted(loader) == [1, 3]  # unordered: 4 threads may deliver in any order
+
+
+@pytest.mark.parametrize("length", [1, 3, 26, 27, 28])
+@pytest.mark.parametrize(("shards", "replicas"), [(1, 2), (2, 2), (1, 3), (3, 2)])
+def test_with_replicas_every_shard_is_a_multiple_of_them_by_the_same_remainder_rule(length, shards, replicas):
+    parts = shards * replicas
+    padded = [shard_positions(length, shards, i, "pad", replicas) for i in range(shards)]
+    each = shard_length(length, shards, "pad", replicas)
+    assert each == -(-length // parts) * replicas and all(len(s) == each for s in padded)
+    assert sorted(set(itertools.chain(*padded))) == list(range(length))  # all of it, topped up from the start
+    if length < parts:
+        with pytest.raises(ValueError, match=f"{shards} shard\\(s\\) of {replicas} replicas"):
+            shard_length(length, shards, "drop", replicas)
+        return
+    dropped = [list(shard_positions(length, shards, i, "drop", replicas)) for i in range(shards)]
+    assert all(len(s) == length // parts * replicas for s in dropped)
+    assert sorted(itertools.chain(*dropped)) == list(range(length // parts * parts))  # the last ones left out
+
+
+@pytest.mark.parametrize(("remainder", "batches"), [("pad", [*range(27), 0]), ("drop", list(range(26)))])
+def test_a_loader_for_two_replicas_keeps_each_epoch_even_and_resumes_in_it(remainder, batches):
+    with DataLoader(Indices(27), num_threads=3, ordered=True, replicas=2, shard_remainder=remainder) as loader:
+        assert len(loader) == len(batches)
+        assert list(loader) == batches
+        part = []
+        for batch in loader:
+            part.append(batch)
+            if len(part) == 5:
+                break
+        state = loader.state_dict()
+    resumed = DataLoader(Indices(27), num_threads=2, ordered=True, replicas=2, shard_remainder=remainder)
+    resumed.load_state_dict(state)
+    with resumed:
+        assert part + list(resumed) == batches
+
+
+def test_replicas_need_a_yield_function_with_a_length():
+    with pytest.raises(ValueError, match="replicas > 1 needs a yield function with __len__"):
+        DataLoader(lambda: 1, replicas=2)
+    with pytest.raises(ValueError, match="replicas must be at least 1"):
+        DataLoader(Indices(4), replicas=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import json
+import math
 import subprocess
 import sys
 import threading
@@ -466,3 +468,61 @@ def test_prefetch_to_device_delivers_the_batches_on_the_device(caplog):
         unmoved = as_tf_dataset(Batches(n=6), prefetch_to_device="/GPU:7")
     assert unmoved.cardinality().numpy() == 6  # left as it was: the copy would make it unknown
     assert len([r for r in caplog.records if "/GPU:7" in r.getMessage()]) == 1
+
+
+MIRRORED = """
+import json, math
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from parallel_loader import as_tf_dataset
+
+class Batches:
+    def __len__(self): return 27
+    def __call__(self, i): return np.full((4, 3), i / 27, np.float32), np.ones((4, 1), np.float32)
+
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+report = {}
+for remainder in ("pad", "drop"):
+    made = []
+    def dataset_fn(context):
+        made.append(as_tf_dataset(Batches(), num_threads=2, ordered=True, input_context=context,
+                                  shard_remainder=remainder, name="mirrored"))
+        return made[-1]
+    distributed = strategy.distribute_datasets_from_function(dataset_fn)
+    steps = [[int(tf.shape(x)[0]) for x in strategy.experimental_local_results(x)] for x, _ in distributed]
+    report[remainder] = {"steps": steps, "length": len(made[0].loader)}
+    if remainder == "pad":
+        with strategy.scope():
+            model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+            model.compile(optimizer="sgd", loss="mse")
+        losses = []
+        logged = keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: losses.append(float(logs["loss"])))
+        model.fit(distributed, epochs=2, verbose=0, callbacks=[logged])
+        report["losses"] = losses
+    made[0].close()
+print(json.dumps(report))
+"""
+
+
+def test_mirrored_strategy_over_two_replicas_gets_full_global_batches_from_an_odd_epoch():
+    # Two logical CPU devices must be set before TensorFlow starts its devices: a fresh interpreter.
+    done = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.splitlines()[-1])
+    # 27 batches for 2 replicas: "pad" tops the epoch up to 28 (14 steps), "drop" leaves one out (13).
+    assert report["pad"] == {"steps": [[4, 4]] * 14, "length": 28}
+    assert report["drop"] == {"steps": [[4, 4]] * 13, "length": 26}
+    assert len(report["losses"]) == 2 * 14 and all(math.isfinite(loss) for loss in report["losses"])
+
+
+def test_replicas_keep_the_epoch_a_multiple_of_them_and_must_agree_with_the_context_and_the_loader():
+    with as_tf_dataset(Batches(n=5), ordered=True, replicas=2, shard_remainder="drop", name="reps") as dataset:
+        assert int(dataset.cardinality()) == 4 and shard_indices(dataset) == [0, 1, 2, 3]
+    context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=2)
+    with pytest.raises(ValueError, match="the input context feeds 2 replicas per input pipeline"):
+        as_tf_dataset(Batches(), input_context=context, replicas=3)
+    with DataLoader(Batches(), replicas=2) as loader, pytest.raises(ValueError, match="but 3 was asked for"):
+        as_tf_dataset(loader, replicas=3)

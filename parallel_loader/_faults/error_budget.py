@@ -38,7 +38,7 @@ from typing import Any
 from .._core.checks import check_int
 from .errors import ErrorBudgetExceeded
 
-__all__ = ["ErrorBudget", "ErrorRecord", "error_context"]
+__all__ = ["ErrorBudget", "ErrorRecord", "error_context", "quote"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +81,12 @@ class ErrorRecord:
         fields = asdict(self)
         count = fields.pop("replaced")
         return json.dumps(fields, default=str)[:-1] + f', "replaced": {count:>{_COUNT_WIDTH}}}}'
+
+
+def quote(record: ErrorRecord) -> str:
+    """A record in one line, as ``ErrorBudgetExceeded`` quotes it: where, what, and its context."""
+    context = f" ({', '.join(f'{k}={v}' for k, v in record.context.items())})" if record.context else ""
+    return f"epoch {record.epoch} index {record.index}: {record.type}: {record.message}{context}"
 
 
 def error_context(yield_fn: Any, index: int | None, exc: BaseException) -> dict[str, Any] | None:
@@ -145,6 +151,9 @@ class ErrorBudget:
         self.samples_per_call = 1
         self.failures = 0  # failed calls and replaced draws recorded: changes at each one
         self.lost = 0.0  # failed calls, plus each replaced draw as 1 / samples_per_call of a call
+        self.replaced_draws = 0  # samples replaced in this run
+        # What a resumed run's message quotes first: the first records of the runs before it (``quote``).
+        self.earlier: list[str] = []
         # A bad item's key -> (its place in records, the end of its manifest line, or None).
         self._items: dict[str, tuple[int, int | None]] = {}
         self._lock = threading.Lock()  # guards records, the counts and the file
@@ -175,18 +184,20 @@ class ErrorBudget:
         index: int | None,
         exc: BaseException,
         context: dict[str, Any] | None,
-        key: str,
+        key: str | None,
         thread: str | None = None,
     ) -> ErrorRecord:
         """Count one draw of the bad item ``key`` replaced by another sample. Safe from any thread.
 
         The first draw of ``key`` makes its record (appended to the manifest at
-        once); each later one raises its ``replaced`` count, in place.
+        once); each later one raises its ``replaced`` count, in place. A draw
+        without a key has a record of its own. Either way it costs one sample.
         """
         with self._lock:
             self.failures += 1
+            self.replaced_draws += 1
             self.lost += 1 / self.samples_per_call
-            known = self._items.get(key)
+            known = None if key is None else self._items.get(key)
             if known is not None:
                 place, end = known
                 record = self.records[place] = dataclasses.replace(
@@ -197,7 +208,9 @@ class ErrorBudget:
                 return record
             record = self._new_record(epoch, index, exc, context, thread, replaced=1)
             self.records.append(record)
-            self._items[key] = (len(self.records) - 1, self._append(record))
+            end = self._append(record)
+            if key is not None:
+                self._items[key] = (len(self.records) - 1, end)
         return record
 
     @property
@@ -257,6 +270,12 @@ class ErrorBudget:
             self.error_log,
         )
 
+    def first_quoted(self) -> list[str]:
+        """The first records of the run, as the message quotes them: those of earlier runs first (``earlier``)."""
+        with self._lock:
+            records = self.records[: max(0, _QUOTED - len(self.earlier))]
+        return self.earlier[:_QUOTED] + [quote(r) for r in records]
+
     def allowed(self, calls: int) -> float:
         """How many failures the budget allows after ``calls`` calls (samples, with a fraction of samples)."""
         if self.max_errors is None:
@@ -282,18 +301,16 @@ class ErrorBudget:
             return
         with self._lock:
             records = list(self.records)
-        quoted = "; ".join(
-            f"epoch {r.epoch} index {r.index}: {r.type}: {r.message}"
-            + (f" ({', '.join(f'{k}={v}' for k, v in r.context.items())})" if r.context else "")
-            for r in records[:_QUOTED]
-        )
+        quoted = "; ".join(self.first_quoted())
         unit = "samples" if self.samples_per_call > 1 else "calls"
         of = f" ({allowed} of {calls * self.samples_per_call})" if unit == "samples" else f" ({allowed} of {calls})"
         budget = f"{self.max_errors:.2%} of {unit}{of}" if fraction else f"{self.max_errors}"
         what = f"{errors} {unit} lost to failures" if fraction and unit == "samples" else f"{errors} failed calls"
         where = f"; every record is in {self.error_log}" if self.error_log is not None else "; see loader.errors"
         raise ErrorBudgetExceeded(
-            f"{what} of the yield function, over the budget of max_errors={budget}. First: {quoted}{where}",
+            f"{what} of the yield function, over the budget of max_errors={budget}."
+            + (f" First: {quoted}" if quoted else "")
+            + where,
             errors=records,
             budget=self.max_errors,
         )

@@ -59,10 +59,8 @@ class ErrorSink:
         """Report one draw of a bad item replaced (see the module docstring); return the item's record."""
         context = context or error_context(self._yield_fn, index, exc)
         key = None if context is None else context.get("key", context.get("path"))
-        if key is None:  # nothing names the item: a record of its own
-            record = self._budget.record(self._epoch(), index, exc, context)
-        else:
-            record = self._budget.replaced(self._epoch(), index, exc, context, key=str(key))
+        # Nothing names the item: a record of its own, still one sample lost.
+        record = self._budget.replaced(self._epoch(), index, exc, context, key=None if key is None else str(key))
         if record.replaced <= 1:  # a new record
             with self._lock:
                 self.reported += 1

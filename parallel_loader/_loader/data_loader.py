@@ -75,7 +75,8 @@ class DataLoader:
         num_shards: how many workers share each epoch; each delivers its own shard of it.
         shard_index: this worker's shard, ``0 <= shard_index < num_shards``.
         shard_remainder: ``"pad"`` or ``"drop"``: how shards even out an epoch whose
-            length is not a multiple of ``num_shards``.
+            length is not a multiple of ``num_shards`` (times ``replicas``).
+        replicas: the replicas one step feeds from consecutive batches; each epoch's length is kept a multiple of it.
         overlap_epochs: make the next epoch's first batches while the current one ends,
             when the yield function allows it.
         min_threads: with ``num_threads="auto"``: the fewest threads (default 1).
@@ -119,6 +120,7 @@ class DataLoader:
         max_threads: int | None = None,
         telemetry: bool = True,
         processes: int = 0,
+        replicas: int = 1,
     ) -> None:
         o = LoaderOptions.check(
             yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch, batches_per_epoch,
@@ -126,7 +128,7 @@ class DataLoader:
             max_errors=max_errors, error_log=error_log, call_timeout=call_timeout, thread_init=thread_init,
             num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder,
             overlap_epochs=overlap_epochs, min_threads=min_threads, max_threads=max_threads, telemetry=telemetry,
-            processes=processes,
+            processes=processes, replicas=replicas,
         )  # fmt: skip
         self._yield_fn = o.yield_fn
         self._samples = o.samples
@@ -145,6 +147,7 @@ class DataLoader:
         self.num_shards = o.num_shards
         self.shard_index = o.shard_index
         self.shard_remainder = o.shard_remainder
+        self.replicas = o.replicas
         self.overlap_epochs = o.overlap_epochs
         self.telemetry = o.telemetry
         self.processes = o.processes
@@ -180,7 +183,7 @@ class DataLoader:
         )  # fmt: skip
         self._planner = EpochPlanner(
             stream=self._stream, shuffle=self.shuffle, num_shards=self.num_shards, shard_index=self.shard_index,
-            shard_remainder=self.shard_remainder, batches_per_epoch=self.batches_per_epoch,
+            shard_remainder=self.shard_remainder, batches_per_epoch=self.batches_per_epoch, replicas=self.replicas,
         )  # fmt: skip
         self._epochs = Epochs(
             self.name, self._lock, self._yield_fn, self._yield_calls, planner=self._planner, dispatcher=d,
@@ -285,16 +288,20 @@ class DataLoader:
         """
         yield from self._epochs.run(self.seed)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self, batches: int | None = None) -> dict[str, Any]:
         """Where the loader is: enough for ``load_state_dict`` to go on from here in a new loader.
 
         Call it from the consuming thread. See :doc:`/guide/long_runs`.
+
+        Args:
+            batches: count only the first ``batches`` delivered in this run of the epoch: those
+                trained on, for a consumer that prefetches (tf.data, Keras). By default, every one delivered.
 
         Returns:
             A JSON-serialisable dict with the epoch, the positions of it delivered
             or skipped, the seed, and the error counts.
         """
-        epoch, done = self._epochs.position()
+        epoch, done = self._epochs.position() if batches is None else self._epochs.position_after(batches)
         return saved(
             epoch=epoch,
             done=done,
@@ -304,6 +311,8 @@ class DataLoader:
             shard=[self.shard_index, self.num_shards],
             errors=self._delivery.done_errors + self._sink.reported,
             calls=self._delivery.done_calls,
+            lost=self._delivery.lost_samples(),
+            first_errors=self._budget.first_quoted(),
         )
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

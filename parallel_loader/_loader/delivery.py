@@ -32,6 +32,7 @@ from .autotune import ThreadTuner
 from .dispatch import Dispatcher
 from .epoch_plan import EpochPlan
 from .shutdown import Shutdown
+from .state import LoadedState
 
 __all__ = ["Delivery"]
 
@@ -84,6 +85,7 @@ class Delivery:
         self.early: list[Result] = []  # results of the next epoch's plan, read during this one
         self.calls = 0  # results received, for a fractional error budget
         self.errors_before = 0  # failures recorded before a load_state_dict
+        self.lost_before = 0  # samples lost before a load_state_dict
         # What state_dict counts: calls done (delivered or skipped) and the failures
         # among them, the loaded state's included. A result made but not delivered
         # is made again after a resume, so its failure must not be counted twice.
@@ -144,7 +146,7 @@ class Delivery:
                 position, batch = pending.pop(next_slot)
                 next_slot = dispatcher.release(next_slot + 1)
             while True:
-                plan.mark_done(position)
+                plan.mark_done(position, delivered=type(batch) is not Failed and batch is not NO_BATCH)
                 self.done_calls += 1
                 if type(batch) is Failed:
                     if batch.deferred:
@@ -188,10 +190,28 @@ class Delivery:
     def _check_budget(self) -> None:
         try:
             budget = self._budget
-            budget.check(self.errors_before + budget.count, self.calls, self.errors_before + budget.lost)
+            lost = self.lost_before / budget.samples_per_call + budget.lost
+            budget.check(self.errors_before + budget.count, self.calls, lost)
         except BaseException:
             self._shutdown.stop()
             raise
+
+    def load(self, state: LoadedState) -> None:
+        """Go on with the counts of a loaded state: the budget then covers the whole run."""
+        self.errors_before = self.done_errors = state.errors
+        self.calls = self.done_calls = state.calls
+        # A state saved before ``lost`` was kept: each error a whole call, as the budget counted then.
+        self.lost_before = state.errors * self._budget.samples_per_call if state.lost is None else state.lost
+        self._budget.earlier = state.first_errors
+
+    def lost_samples(self) -> int:
+        """Samples lost over the whole run, for ``state_dict``: failed calls done, and each sample replaced.
+
+        A sample replaced in a batch made but not delivered yet is counted too,
+        and again if a resumed run makes that batch again: the budget errs on the strict side.
+        """
+        failed = self.done_errors - self.errors_before  # failed calls delivered since the load
+        return self.lost_before + failed * self._budget.samples_per_call + self._budget.replaced_draws
 
     def _settle(self, failed: Failed) -> None:
         """A deferred failure, now delivered in its epoch: record it against the budget, or raise it."""

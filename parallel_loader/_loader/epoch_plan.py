@@ -62,8 +62,12 @@ class EpochPlan:
         self._done = bytearray(length or 0)
         self._done_count = 0
         self._stream_done = 0  # a stream's done calls: it has no positions to name
+        # The positions marked done in this run, in order; ~position for one that gave no batch.
+        self._marked: list[int] | None = None
         for position in done:
             self.mark_done(position)
+        self._before = bytes(self._done), self.done_count  # what a loaded state said was done
+        self._marked = []
         # The positions to make, in order; None while it is every position (the common case).
         self._todo: list[int] | None = None
         if self._done_count:
@@ -81,8 +85,10 @@ class EpochPlan:
         position = slot if self._todo is None else self._todo[slot]
         return position, position if self._order is None else self._order[position]
 
-    def mark_done(self, position: int) -> None:
-        """Record that ``position`` was delivered or skipped. Consuming thread only."""
+    def mark_done(self, position: int, delivered: bool = False) -> None:
+        """Record that ``position`` was delivered (``delivered``) or skipped. Consuming thread only."""
+        if self._marked is not None:  # None while the loaded state's positions are marked
+            self._marked.append(position if delivered else ~position)
         if self.length is None:
             self._stream_done += 1
         elif not self._done[position]:
@@ -106,6 +112,25 @@ class EpochPlan:
             return ranges
         edges = np.flatnonzero(np.diff(np.concatenate(([0], flags, [0]))))
         return [[int(a), int(b)] for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+    def done_after(self, batches: int) -> list[list[int]] | int:
+        """What was done once the first ``batches`` batches of this run were delivered.
+
+        The positions skipped up to the next batch are done too. Returns ranges as
+        ``done_ranges`` does, or a count for a stream.
+        """
+        flags, count = bytearray(self._before[0]), self._before[1]
+        for mark in self._marked or ():
+            if mark >= 0:
+                if batches == 0:
+                    break
+                batches -= 1
+            count += 1
+            if self.length is not None:
+                flags[mark if mark >= 0 else ~mark] = 1
+        if self.length is None:
+            return count
+        return EpochPlan(self.epoch, self.length, done=[p for p in range(self.length) if flags[p]]).done_ranges()
 
     @staticmethod
     def positions(ranges: Any, length: int) -> list[int]:

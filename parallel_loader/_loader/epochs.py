@@ -141,13 +141,21 @@ class Epochs:
             return self.completed + 1, 0 if self._stream else []
         return plan.epoch, plan.done_count if self._stream else plan.done_ranges()
 
+    def position_after(self, batches: int) -> tuple[int, Any]:
+        """Where the loader would stand had only the first ``batches`` batches of this epoch's run been delivered."""
+        plan = self._dispatcher.plan
+        if self.loaded is not None or plan is None:
+            return self.position()
+        done = plan.done_after(batches)
+        if done == [[0, plan.length]]:  # the whole epoch: the next one comes next
+            return plan.epoch + 1, []
+        return plan.epoch, done
+
     def load(self, state: LoadedState) -> None:
         """Go on from ``state``: its epoch comes next, without the positions it says were done."""
         self.loaded = state
         self.epoch = self.completed = state.epoch - 1
-        delivery = self._delivery
-        delivery.errors_before = delivery.done_errors = state.errors
-        delivery.calls = delivery.done_calls = state.calls
+        self._delivery.load(state)
 
     def _begin(self, seed: int) -> EpochPlan:
         length = self._batches_per_epoch if self._stream else epoch_length(self._yield_fn)

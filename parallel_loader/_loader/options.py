@@ -56,6 +56,7 @@ class LoaderOptions:
     num_shards: int
     shard_index: int
     shard_remainder: Remainder
+    replicas: int
     overlap_epochs: bool
     telemetry: bool
     processes: int
@@ -89,6 +90,7 @@ class LoaderOptions:
         max_threads: int | None,
         telemetry: bool,
         processes: int = 0,
+        replicas: int = 1,
     ) -> LoaderOptions:
         """Check every argument; return them settled.
 
@@ -101,6 +103,7 @@ class LoaderOptions:
         seed_given = seed is not None
         samples: SampleBatches | None = None
         num_shards, shard_index, shard_remainder = check_shard(num_shards, shard_index, shard_remainder)
+        replicas = check_int("replicas", replicas, minimum=1)
         if num_shards > 1 and shuffle and seed is None:
             raise ValueError(
                 "shuffle=True with num_shards > 1 needs a seed, the same on every shard: "
@@ -140,7 +143,7 @@ class LoaderOptions:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__} {name!r}")
         stream = epoch_length(yield_fn) is None  # also checks yield_fn, early
-        batches_per_epoch = _check_stream_options(stream, shuffle, ordered, num_shards, batches_per_epoch)
+        batches_per_epoch = _check_stream_options(stream, shuffle, ordered, (num_shards, replicas), batches_per_epoch)
         # get_batch(index, epoch): calls that name their epoch, so two epochs' calls may run at once.
         overlap_epochs = (
             check_bool("overlap_epochs", overlap_epochs)
@@ -170,6 +173,7 @@ class LoaderOptions:
             num_shards=num_shards,
             shard_index=shard_index,
             shard_remainder=shard_remainder,
+            replicas=replicas,
             overlap_epochs=overlap_epochs,
             telemetry=telemetry,
             processes=processes,
@@ -201,7 +205,7 @@ class LoaderOptions:
 
 
 def _check_stream_options(
-    stream: bool, shuffle: bool, ordered: bool, num_shards: int, batches_per_epoch: int | None
+    stream: bool, shuffle: bool, ordered: bool, parts: tuple[int, int], batches_per_epoch: int | None
 ) -> int | None:
     """Refuse what a stream cannot do, and ``batches_per_epoch`` for anything else; return it checked."""
     if not stream:
@@ -216,11 +220,12 @@ def _check_stream_options(
                 f"{option}=True needs a yield function with __len__ (a YieldFunction); "
                 "a stream has no indices to put in order"
             )
-    if num_shards > 1:
-        raise ValueError(
-            "num_shards > 1 needs a yield function with __len__ (a YieldFunction); "
-            "a stream has no positions to share out among the shards"
-        )
+    for option, value in zip(("num_shards", "replicas"), parts, strict=True):
+        if value > 1:
+            raise ValueError(
+                f"{option} > 1 needs a yield function with __len__ (a YieldFunction); "
+                "a stream has no positions to share out among the shards and replicas"
+            )
     if batches_per_epoch is not None:
         return check_int("batches_per_epoch", batches_per_epoch, minimum=1)
     return None

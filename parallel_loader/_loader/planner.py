@@ -33,6 +33,7 @@ class EpochPlanner:
         shuffle: shuffle each epoch's global order.
         num_shards, shard_index, shard_remainder: this worker's shard (see ``sharding``).
         batches_per_epoch: for a stream: the most calls of an epoch, or ``None``.
+        replicas: the replicas each step feeds; each plan's length is kept a multiple of it.
     """
 
     def __init__(
@@ -44,6 +45,7 @@ class EpochPlanner:
         shard_index: int,
         shard_remainder: Remainder,
         batches_per_epoch: int | None,
+        replicas: int = 1,
     ) -> None:
         self._stream = stream
         self._shuffle = shuffle
@@ -51,13 +53,14 @@ class EpochPlanner:
         self._shard_index = shard_index
         self._remainder = shard_remainder
         self._batches_per_epoch = batches_per_epoch
+        self._replicas = replicas
         self._tags = itertools.count(1)
 
     def length(self, length: int | None) -> int | None:
         """The number of positions of this shard's plan of an epoch of ``length`` (``None``: a stream)."""
-        if length is None or self._num_shards == 1:
+        if length is None or self._num_shards * self._replicas == 1:
             return length
-        return shard_length(length, self._num_shards, self._remainder)
+        return shard_length(length, self._num_shards, self._remainder, self._replicas)
 
     def plan(self, epoch: int, length: int | None, seed: int, done: Any = None) -> EpochPlan:
         """Epoch ``epoch``'s plan, with the ``done`` positions of a loaded state (a count for a stream)."""
@@ -68,9 +71,9 @@ class EpochPlanner:
                 plan.mark_done(0)
             return plan
         order: Sequence[int] | None = shuffled_order(seed, epoch, length) if self._shuffle and length else None
-        if self._num_shards > 1:
+        if self._num_shards * self._replicas > 1:
             # Every shard computes the same global order: keep this shard's positions of it.
-            positions = shard_positions(length, self._num_shards, self._shard_index, self._remainder)
+            positions = shard_positions(length, self._num_shards, self._shard_index, self._remainder, self._replicas)
             order = [order[p] for p in positions] if order is not None else positions
             length = len(order)
         return EpochPlan(epoch, length, order, done=done or (), tag=tag)

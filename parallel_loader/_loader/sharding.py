@@ -19,6 +19,10 @@ When the epoch's length is not a multiple of ``num_shards``, the remainder is:
   positions and none is read twice. The dropped positions are the last ones of
   the order, so with shuffling they are different ones each epoch.
 
+Under ``tf.distribute``, one step takes a batch for each of a worker's
+``replicas``. So each shard's length is also kept a multiple of ``replicas``, by
+the same rule: the epoch is cut into ``num_shards * replicas`` equal parts.
+
 Nothing here knows of threads, loaders or TensorFlow: these are pure functions
 of their arguments. See :doc:`/guide/distributed`.
 """
@@ -55,35 +59,41 @@ def check_shard(num_shards: object, shard_index: object, remainder: object = "pa
     return num_shards, shard_index, remainder
 
 
-def shard_length(length: int, num_shards: int, remainder: Remainder = "pad") -> int:
+def shard_length(length: int, num_shards: int, remainder: Remainder = "pad", replicas: int = 1) -> int:
     """The number of positions every shard gets of an epoch of ``length`` positions.
 
     ``ceil(length / num_shards)`` with ``"pad"``, ``length // num_shards`` with ``"drop"``.
+    With ``replicas``, the epoch is cut into ``num_shards * replicas`` parts, and each shard gets ``replicas`` of them.
 
     Raises:
-        ValueError: with ``"drop"``, an epoch shorter than ``num_shards`` (but not
-            empty) would leave every shard empty and lose the whole epoch.
+        ValueError: with ``"drop"``, an epoch shorter than ``num_shards * replicas``
+            (but not empty) would leave every shard empty and lose the whole epoch.
     """
     length = check_int("length", length, minimum=0)
     num_shards, _, remainder = check_shard(num_shards, 0, remainder)
+    replicas = check_int("replicas", replicas, minimum=1)
+    parts = num_shards * replicas
     if remainder == "pad":
-        return -(-length // num_shards)
-    if 0 < length < num_shards:
+        return -(-length // parts) * replicas
+    if 0 < length < parts:
+        cut = f"{num_shards} shards" if replicas == 1 else f"{num_shards} shard(s) of {replicas} replicas"
         raise ValueError(
-            f"an epoch of {length} batches cut into {num_shards} shards with shard_remainder='drop' leaves every "
+            f"an epoch of {length} batches cut into {cut} with shard_remainder='drop' leaves every "
             "shard empty: use shard_remainder='pad', fewer shards, or more batches per epoch"
         )
-    return length // num_shards
+    return length // parts * replicas
 
 
-def shard_positions(length: int, num_shards: int, shard_index: int, remainder: Remainder = "pad") -> range | list[int]:
+def shard_positions(
+    length: int, num_shards: int, shard_index: int, remainder: Remainder = "pad", replicas: int = 1
+) -> range | list[int]:
     """This shard's positions in an epoch's global order of ``length`` positions.
 
     Shard ``i`` of ``n`` gets positions ``i, i + n, i + 2n, ...``. Apart from the
     padding, the shards are disjoint, and together they are the whole epoch.
-    Every shard gets ``shard_length(length, n, remainder)`` positions. With
-    ``"pad"``, the positions past the end wrap round to the start of the order
-    (``p % length``). With ``"drop"``, the last ``length % n`` positions go to no shard.
+    Every shard gets ``shard_length(length, n, remainder, replicas)`` positions.
+    With ``"pad"``, the positions past the end wrap round to the start of the order
+    (``p % length``). With ``"drop"``, the last positions go to no shard.
 
     The positions index the epoch's order, not the data: a loader that shuffles
     maps position ``p`` to ``order[p]``, with the same order on every shard.
@@ -95,6 +105,7 @@ def shard_positions(length: int, num_shards: int, shard_index: int, remainder: R
         num_shards: how many shards (workers) share the epoch.
         shard_index: which one this is, ``0 <= shard_index < num_shards``.
         remainder: ``"pad"`` or ``"drop"``, see the module docstring.
+        replicas: the replicas one step of this shard feeds; its length is kept a multiple of it.
 
     Returns:
         The positions, in the order this shard should deliver them.
@@ -104,7 +115,7 @@ def shard_positions(length: int, num_shards: int, shard_index: int, remainder: R
             or ``"drop"`` would leave every shard empty (see ``shard_length``).
     """
     num_shards, shard_index, remainder = check_shard(num_shards, shard_index, remainder)
-    per_shard = shard_length(length, num_shards, remainder)
+    per_shard = shard_length(length, num_shards, remainder, replicas)
     stop = per_shard * num_shards
     if stop <= length:
         return range(shard_index, stop, num_shards)

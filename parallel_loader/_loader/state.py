@@ -6,7 +6,9 @@ The state is JSON. It holds:
 * which of its positions were done: ranges, as ``EpochPlan.done_ranges`` gives
   them, or a count for a stream;
 * the epoch's length, the seed and shuffle setting, and the shard;
-* the error and call counts.
+* the counts: errors as an int ``max_errors`` counts them, samples lost
+  (``lost``, for a fraction), and calls done;
+* the first errors' records, quoted, for a resumed run's ``ErrorBudgetExceeded`` (``first_errors``).
 
 ``loaded`` refuses a state that does not fit the loader (another length, seed,
 shard or shuffle setting). Its message says what differs. See :doc:`/guide/long_runs`.
@@ -36,6 +38,8 @@ def saved(
     shard: list[int],
     errors: int,
     calls: int,
+    lost: int,
+    first_errors: list[str],
 ) -> dict[str, Any]:
     """The state dict, in the current format."""
     return {
@@ -48,6 +52,8 @@ def saved(
         "shard": shard,
         "errors": errors,
         "calls": calls,
+        "lost": lost,
+        "first_errors": first_errors,
     }
 
 
@@ -59,6 +65,8 @@ class LoadedState:
     seed: int
     errors: int
     calls: int
+    lost: int | None  # samples lost; None in a state saved before it was kept
+    first_errors: list[str]
     done: Any  # as saved, to pass on unchanged until the loader iterates
     resume: list[int] | int  # the done positions (a count for a stream)
 
@@ -90,6 +98,9 @@ def loaded(
         saved_seed = check_int("the state's seed", state["seed"], minimum=0)
         errors = check_int("the state's errors", state.get("errors", 0), minimum=0)
         calls = check_int("the state's calls", state.get("calls", 0), minimum=0)
+        lost = state.get("lost")
+        lost = None if lost is None else check_int("the state's lost samples", lost, minimum=0)
+        first_errors = [str(quoted) for quoted in state.get("first_errors", [])]
         done = state["done"]
     except (KeyError, TypeError) as exc:
         raise ValueError(f"malformed DataLoader state ({exc}): {state!r:.200}") from None
@@ -115,4 +126,7 @@ def loaded(
                 f"now has {length}: it is not the same data"
             )
         resume = EpochPlan.positions(done, length)
-    return LoadedState(epoch=epoch, seed=saved_seed, errors=errors, calls=calls, done=done, resume=resume)
+    return LoadedState(
+        epoch=epoch, seed=saved_seed, errors=errors, calls=calls, lost=lost, first_errors=first_errors, done=done,
+        resume=resume,
+    )  # fmt: skip

@@ -46,6 +46,7 @@ def as_tf_dataset(
     shard_index: int = 0,
     shard_remainder: Remainder = "pad",
     input_context: tf.distribute.InputContext | None = None,
+    replicas: int | None = None,
     prefetch_to_device: str | None = None,
     device_buffer: int = 2,
     processes: int = 0,
@@ -108,9 +109,9 @@ def as_tf_dataset(
     every worker runs the same number of steps. Each batch the dataset yields goes
     to one replica as it is. So the yield function must make batches of the
     per-replica size, ``input_context.get_per_replica_batch_size(global_batch_size)``.
-    A worker with several replicas (GPUs) hands them consecutive batches. So keep
-    the shard's length a multiple of that number, or use ``.repeat()`` with a
-    fixed number of steps. Shuffle with the same ``seed`` on every worker.
+    A worker with several replicas (GPUs) hands them consecutive batches. So each
+    epoch's length is kept a multiple of the worker's replicas, by ``shard_remainder``.
+    No step then gets a partial global batch. Shuffle with the same ``seed`` on every worker.
     See :doc:`/guide/training` and :doc:`/guide/distributed`.
 
     Args:
@@ -131,6 +132,9 @@ def as_tf_dataset(
         input_context: a ``tf.distribute.InputContext``: shard by its
             ``num_input_pipelines`` and ``input_pipeline_id`` instead of
             ``num_shards`` and ``shard_index``.
+        replicas: the replicas one step feeds from this dataset's consecutive
+            batches. Each epoch's length is kept a multiple of it (``"pad"`` tops up, ``"drop"`` leaves out).
+            By default, the input context's replicas per input pipeline, else 1.
         prefetch_to_device: a device such as ``"/GPU:0"``. The batches are copied
             there while the consumer works on earlier ones, so the elements arrive
             on it. This is ``device_prefetch.prefetch_dataset``: tf.data's
@@ -158,16 +162,22 @@ def as_tf_dataset(
 
     device_buffer = check_int("device_buffer", device_buffer, minimum=1)
     sharding = _sharding(num_shards, shard_index, shard_remainder, input_context, prefetch_to_device)
+    replicas = _replicas(replicas, input_context)
     if isinstance(source, DataLoader):
         if batch_size is not None:
             raise ValueError("batch_size is for a sample dataset; give it to the DataLoader instead")
         loader, owned = source, False
         _check_loader_sharding(loader, sharding, explicit=input_context is not None or sharding[0] > 1)
+        if replicas not in (None, loader.replicas):
+            raise ValueError(
+                f"the DataLoader given keeps its epochs a multiple of replicas={loader.replicas}, but {replicas} "
+                "was asked for: build the DataLoader with that replicas, or pass its yield function instead"
+            )
     else:
         # The dataset's one loader, made now so that bad arguments fail here rather than in
         # TensorFlow's generator thread; its threads start at the first iteration.
         loader = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
-                            drop_last=drop_last, collate=collate, processes=processes,
+                            drop_last=drop_last, collate=collate, processes=processes, replicas=replicas or 1,
                             **_shard_kwargs(sharding))  # fmt: skip
         owned = True
     full_length = epoch_length(loader.yield_fn)
@@ -242,6 +252,20 @@ def _sharding(
             )
         num_shards, shard_index = input_context.num_input_pipelines, input_context.input_pipeline_id
     return check_shard(num_shards, shard_index, remainder)
+
+
+def _replicas(replicas: int | None, input_context: tf.distribute.InputContext | None) -> int | None:
+    """The replicas one step feeds from this dataset: as given, else the input context's per pipeline."""
+    if replicas is not None:
+        replicas = check_int("replicas", replicas, minimum=1)
+    if input_context is None:
+        return replicas
+    local = max(1, input_context.num_replicas_in_sync // input_context.num_input_pipelines)
+    if replicas not in (None, local):
+        raise ValueError(
+            f"replicas={replicas}, but the input context feeds {local} replicas per input pipeline: leave replicas out"
+        )
+    return local
 
 
 def _shard_kwargs(sharding: tuple[int, int, Remainder]) -> dict[str, Any]:
