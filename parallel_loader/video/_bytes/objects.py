@@ -185,6 +185,8 @@ class _RangeRefused(VideoDecodeError):
     """HTTP 400 or 416 for a range: a server that refuses suffix ranges, or ranges past a small object's end."""
 
 
+# An S3 error code with one of these words denies access, whatever the status (an expired URL: 400 or 403).
+_DENIED = ("AccessDenied", "Expired", "Signature", "Credential", "Token", "TimeTooSkewed")
 _suffix_refused: set[tuple[int, str]] = set()  # (filesystem id, host) of servers that refuse suffix ranges
 
 
@@ -314,7 +316,8 @@ class RemoteObject:
             headers["If-Match"] = key.version[1:]
         async with self._http_errors(), session.get(self.url, headers=headers) as answer:
             if answer.status not in (200, 206):
-                self._status(answer.status, answer.reason or "")
+                code = re.search(r"<Code>([^<]+)</Code>", (await answer.content.read(4096)).decode("utf-8", "replace"))
+                self._status(answer.status, f"{answer.reason or ''} {code[1] if code else ''}".strip())
             data = await answer.read()
             version = _version(answer.headers.get("ETag", ""), answer.headers.get("Last-Modified", ""))
             content_range = answer.headers.get("Content-Range")
@@ -373,7 +376,7 @@ class RemoteObject:
             raise FileNotFoundError(2, "no such video object", self.shown)
         if status == 412:
             raise ObjectChanged(self.shown, "changed since it was indexed (HTTP 412: its ETag differs)")
-        if status in (401, 403):
+        if status in (401, 403) or any(word in reason for word in _DENIED):  # rclone: 400 AccessDenied
             why = "its signature may have expired" if "?" in self.url else "check the store's credentials"
             raise VideoDecodeError(self.shown, f"access denied (HTTP {status} {reason}): {why}")
         if status in (400, 416):
