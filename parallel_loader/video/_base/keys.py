@@ -3,8 +3,8 @@
 A file's index is valid for one version of its bytes. Whatever keeps an index
 keys it by ``SourceKey``: a name, a size and a version. For a local
 file these are its absolute path, its size and its modification time. A URL's
-key is its URL, size and ETag. ``Fetched`` holds a remote file's bytes in
-memory, named by its key. Nothing here opens a network connection or decodes.
+key is its URL (without a signature: ``url_name``), size and ETag or Last-Modified.
+``Fetched`` holds a remote file's bytes in memory, named by its key. Nothing here opens a network connection or decodes.
 """
 
 from __future__ import annotations
@@ -12,10 +12,21 @@ from __future__ import annotations
 import os
 import stat
 from typing import NamedTuple
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .errors import require_file
 
-__all__ = ["SCHEMES", "Fetched", "SourceKey", "UrlPath", "is_url", "local_key", "url_scheme"]
+__all__ = [
+    "SCHEMES",
+    "Fetched",
+    "SourceKey",
+    "UrlPath",
+    "is_url",
+    "local_key",
+    "shown_url",
+    "url_name",
+    "url_scheme",
+]
 
 # A URL's scheme -> the fsspec protocol that reads it.
 SCHEMES = {
@@ -30,6 +41,36 @@ SCHEMES = {
     "https": "http",
     "file": "file",
 }
+
+
+# Query parameters that sign a URL (S3, GCS and CloudFront presigned URLs, Azure SAS tokens), lower-cased.
+_SIGNING = frozenset(
+    {"signature", "expires", "awsaccesskeyid", "key-pair-id", "policy", "sig", "se", "st", "sp", "sv", "sr"}
+    | {"spr", "sip", "ss", "srt", "skoid", "sktid", "skt", "ske", "sks", "skv", "x-amz-security-token"}
+)
+
+
+def url_name(url: str) -> str:
+    """A URL as an index keys it: an HTTP URL without the query parameters that sign it.
+
+    So a presigned URL signed again, with a new expiry, names the same object.
+    Other query parameters stay: they may choose the object.
+    """
+    if url_scheme(url) not in ("http", "https"):
+        return url
+    parts = urlsplit(url)
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+        if k.lower() not in _SIGNING and not k.lower().startswith(("x-amz-", "x-goog-"))
+    ]
+    return urlunsplit(parts._replace(query=urlencode(kept), fragment=""))
+
+
+def shown_url(url: str | os.PathLike[str]) -> str:
+    """A URL as errors and logs name it: without its query string, which may hold a signature."""
+    url = os.fspath(url)
+    return url.partition("?")[0] if url_scheme(url) in ("http", "https") else url
 
 
 class UrlPath(os.PathLike):

@@ -32,16 +32,19 @@ a thread. Nothing here decodes. See :doc:`/video/remote`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
+import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._base.errors import VideoDecodeError
-from .._base.keys import SCHEMES, SourceKey, is_url
+from .._base.keys import SCHEMES, SourceKey, is_url, shown_url, url_name
 
 __all__ = [
     "Network",
@@ -178,41 +181,68 @@ def _filesystem(protocol: str, settings: _Settings) -> Any:
         ) from None
 
 
+class _RangeRefused(VideoDecodeError):
+    """HTTP 400 or 416 for a range: a server that refuses suffix ranges, or ranges past a small object's end."""
+
+
+# An S3 error code with one of these words denies access, whatever the status (an expired URL: 400 or 403).
+_DENIED = ("AccessDenied", "Expired", "Signature", "Credential", "Token", "TimeTooSkewed")
+_suffix_refused: set[tuple[int, str]] = set()  # (filesystem id, host) of servers that refuse suffix ranges
+
+
 class RemoteObject:
     """One object behind a URL: ranged reads with retries (see the module docstring). Thread-safe.
 
     Attributes:
         url: the object's URL, as given.
+        name: its URL without a signature (``url_name``): what its index is kept by.
+        shown: its URL without a query string: what errors and logs name.
         requests: how many requests this object has made (tries included).
     """
 
     def __init__(self, url: str, protocol: str, fs: Any, network: Network) -> None:
         self.url, self.protocol, self.fs, self.network = url, protocol, fs, network
+        self.name, self.shown = url_name(url), shown_url(url)
         self.requests = 0
         self._count_lock = threading.Lock()
         if protocol == "s3":
             self._bucket, _, self._key = fs._strip_protocol(url).partition("/")
         self._path = url if protocol == "http" else fs._strip_protocol(url)
+        self._server = (id(fs), urlsplit(url).netloc if protocol == "http" else "")
 
-    def tail(self, n: int) -> tuple[SourceKey, int, bytes]:
-        """``(key, start, bytes)``: the object's last ``n`` bytes (all of it if smaller), from offset ``start``."""
-        if self.protocol == "s3":
-            return self._retry(lambda t: self._async(self._s3_get(f"bytes=-{n}", None, t), t))
-        if self.protocol == "http":
-            return self._retry(lambda t: self._async(self._http_get(f"bytes=-{n}", None, t), t))
-        key = self.key()
-        start = max(0, key.size - n)
-        return key, start, self.read(key, start, key.size)
+    def first_read(self, n: int) -> tuple[SourceKey, int, bytes]:
+        """``(key, start, bytes)``: the object's last ``n`` bytes (all of it if smaller), from offset ``start``.
+
+        On S3 and HTTP this is one suffix range read. A server that refuses those
+        (400 or 416) is then read with explicit ranges. This call then returns
+        the first ``n`` bytes (``start`` 0), and costs one more request once per server.
+        """
+        if self.protocol not in ("s3", "http"):
+            key = self.key()
+            start = max(0, key.size - n)
+            return key, start, self.read(key, start, key.size)
+        if self._server not in _suffix_refused:
+            try:
+                return self._request(f"bytes=-{n}", None)
+            except _RangeRefused as exc:
+                log.info("%s; reading this server with explicit ranges", exc)
+                with _settings_lock:
+                    _suffix_refused.add(self._server)
+        try:
+            return self._request(f"bytes=0-{n - 1}", None)
+        except _RangeRefused:  # a server that refuses a range past a small object's end: ask its size
+            key = self._retry(lambda t: self._async(self._head(t), t))
+            return key, 0, self.read(key, 0, min(n, key.size))
 
     def key(self) -> SourceKey:
         """The object's name, size and version now (one request)."""
         if self.protocol in ("s3", "http"):
-            return self.tail(1)[0]
+            return self.first_read(1)[0]
 
         def stat(timeout: float) -> SourceKey:
             info = self.fs.info(self._path)
             version = info.get("generation") or info.get("etag") or info.get("ETag") or info.get("mtime") or ""
-            return SourceKey(self.url, int(info["size"]), f"e{version}")
+            return SourceKey(self.name, int(info["size"]), f"e{version}")
 
         return self._retry(stat)
 
@@ -227,13 +257,15 @@ class RemoteObject:
         """
         if start >= end:
             return b""
-        if self.protocol == "s3":
-            return self._retry(lambda t: self._async(self._s3_get(f"bytes={start}-{end - 1}", key, t), t))[2]
-        if self.protocol == "http":
-            return self._retry(lambda t: self._async(self._http_get(f"bytes={start}-{end - 1}", key, t), t))[2]
+        if self.protocol in ("s3", "http"):
+            return self._request(f"bytes={start}-{end - 1}", key)[2]
         return self._retry(lambda t: self.fs.cat_file(self._path, start=start, end=end))
 
     # --- one request, per protocol ---------------------------------------------------------
+
+    def _request(self, byte_range: str, key: SourceKey | None) -> tuple[SourceKey, int, bytes]:
+        get = self._s3_get if self.protocol == "s3" else self._http_get
+        return self._retry(lambda t: self._async(get(byte_range, key, t), t))
 
     def _async(self, coroutine: Any, timeout: float) -> Any:
         from fsspec.asyn import sync
@@ -247,69 +279,93 @@ class RemoteObject:
             raise _Transient(f"no answer in {timeout:g} s") from exc
 
     async def _s3_get(self, byte_range: str, key: SourceKey | None, timeout: float) -> tuple[SourceKey, int, bytes]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        client = await self.fs.set_session()
         kwargs: dict[str, Any] = {"Bucket": self._bucket, "Key": self._key, "Range": byte_range}
-        if key is not None:
+        if key is not None and key.version.startswith("e") and key.version[1:]:
             kwargs["IfMatch"] = key.version[1:]
-        try:
+
+        async def call(client: Any) -> tuple[dict, bytes]:
             answer = await client.get_object(**kwargs)
             body = answer["Body"]
             try:
-                data = await body.read()
+                return answer, await body.read()
             finally:
                 body.close()
+
+        answer, data = await self._s3_call(call)
+        version = _version(answer.get("ETag", ""), str(answer.get("LastModified") or ""))
+        return self._answer(key, version, answer.get("ContentRange"), len(data), data)
+
+    async def _s3_call(self, call: Callable[[Any], Any]) -> Any:
+        """``call(client)``, its S3 errors turned into ours."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = await self.fs.set_session()
+        try:
+            return await call(client)
         except ClientError as exc:
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             self._status(status, exc.response.get("Error", {}).get("Code", ""))
             raise  # not reached
         except BotoCoreError as exc:  # connection closed or reset, timeouts
             raise _Transient(f"{type(exc).__name__}: {exc}") from exc
-        return self._answer(key, answer.get("ETag", ""), answer.get("ContentRange"), len(data), data)
 
     async def _http_get(self, byte_range: str, key: SourceKey | None, timeout: float) -> tuple[SourceKey, int, bytes]:
-        import aiohttp
-
         session = await self.fs.set_session()
         headers = {"Range": byte_range}
-        if key is not None and key.version[1:]:
+        if key is not None and key.version.startswith("e") and key.version[1:]:
             headers["If-Match"] = key.version[1:]
-        try:
-            async with session.get(self.url, headers=headers) as answer:
-                if answer.status not in (200, 206):
-                    self._status(answer.status, answer.reason or "")
-                data = await answer.read()
-                etag = answer.headers.get("ETag", "")
-                content_range = answer.headers.get("Content-Range") if answer.status == 206 else None
-        except aiohttp.ClientError as exc:
-            raise _Transient(f"{type(exc).__name__}: {exc}") from exc
-        if content_range is None and byte_range.startswith("bytes=") and answer.status == 200:
-            data = self._cut(byte_range, data)  # a server that ignores Range sends the whole object
-            content_range = None
-        return self._answer(key, etag, content_range, len(data), data)
+        async with self._http_errors(), session.get(self.url, headers=headers) as answer:
+            if answer.status not in (200, 206):
+                code = re.search(r"<Code>([^<]+)</Code>", (await answer.content.read(4096)).decode("utf-8", "replace"))
+                self._status(answer.status, f"{answer.reason or ''} {code[1] if code else ''}".strip())
+            data = await answer.read()
+            version = _version(answer.headers.get("ETag", ""), answer.headers.get("Last-Modified", ""))
+            content_range = answer.headers.get("Content-Range")
+        if content_range is None and key is not None:  # a server that ignores Range sends the whole object
+            first, _, last = byte_range[6:].partition("-")
+            start, end = int(first), min(len(data), int(last) + 1)
+            content_range, data = f"bytes {start}-{end - 1}/{len(data)}", data[start:end]
+        return self._answer(key, version, content_range, len(data), data)
 
-    @staticmethod
-    def _cut(byte_range: str, whole: bytes) -> bytes:
-        first, _, last = byte_range[6:].partition("-")
-        if not first:
-            return whole
-        return whole[int(first) : int(last) + 1]
+    async def _head(self, timeout: float) -> SourceKey:
+        """The object's key from a HEAD request (for a server that refuses every range of a small object)."""
+        if self.protocol == "s3":
+            answer = await self._s3_call(lambda client: client.head_object(Bucket=self._bucket, Key=self._key))
+            version = _version(answer.get("ETag", ""), str(answer.get("LastModified") or ""))
+            return SourceKey(self.name, int(answer["ContentLength"]), version)
+        session = await self.fs.set_session()
+        async with self._http_errors(), session.head(self.url, allow_redirects=True) as answer:
+            if answer.status != 200:
+                self._status(answer.status, answer.reason or "")
+            version = _version(answer.headers.get("ETag", ""), answer.headers.get("Last-Modified", ""))
+            return SourceKey(self.name, int(answer.headers["Content-Length"]), version)
+
+    @contextlib.asynccontextmanager
+    async def _http_errors(self) -> AsyncIterator[None]:
+        """aiohttp's errors as transient failures, their messages without the URL's query string."""
+        import aiohttp
+
+        try:
+            yield
+        except aiohttp.ClientError as exc:
+            raise _Transient(re.sub(r"\?[^\s'\")]*", "", f"{type(exc).__name__}: {exc}")) from None
 
     def _answer(
-        self, key: SourceKey | None, etag: str, content_range: str | None, length: int, data: bytes
+        self, key: SourceKey | None, version: str, content_range: str | None, length: int, data: bytes
     ) -> tuple[SourceKey, int, bytes]:
-        """The key, start and bytes of one answer; the ETag checked against ``key``."""
+        """The key, start and bytes of one answer; its version checked against ``key``."""
         if content_range:  # "bytes a-b/total"
             span, _, total = content_range.partition(" ")[2].partition("/")
             start, size = int(span.partition("-")[0]), int(total)
         else:  # the whole object
             start, size = 0, length
-        found = SourceKey(self.url, size, f"e{etag}")
-        if key is not None and etag and found.version != key.version:
-            raise ObjectChanged(self.url, f"changed since it was indexed (ETag {etag}, was {key.version[1:]})")
-        if key is not None and content_range and found.size != key.size:  # a server without ETags
-            raise ObjectChanged(self.url, f"changed since it was indexed ({found.size} bytes, was {key.size})")
+        found = SourceKey(self.name, size, version)
+        if key is not None and version[1:] and found.version != key.version:
+            raise ObjectChanged(
+                self.shown, f"changed since it was indexed (version {version[1:]}, was {key.version[1:]})"
+            )
+        if key is not None and content_range and found.size != key.size:  # a server without versions
+            raise ObjectChanged(self.shown, f"changed since it was indexed ({found.size} bytes, was {key.size})")
         return found, start, data
 
     def _status(self, status: int, reason: str) -> None:
@@ -317,14 +373,15 @@ class RemoteObject:
         if status >= 500 or status == 429 or status == 0:
             raise _Transient(f"HTTP {status} {reason}")
         if status == 404:
-            raise FileNotFoundError(2, "no such video object", self.url)
+            raise FileNotFoundError(2, "no such video object", self.shown)
         if status == 412:
-            raise ObjectChanged(self.url, "changed since it was indexed (HTTP 412: its ETag differs)")
-        if status in (401, 403):
-            raise VideoDecodeError(
-                self.url, f"access denied (HTTP {status} {reason}): check the store's credentials and permissions"
-            )
-        raise VideoDecodeError(self.url, f"cannot be read (HTTP {status} {reason})")
+            raise ObjectChanged(self.shown, "changed since it was indexed (HTTP 412: its ETag differs)")
+        if status in (401, 403) or any(word in reason for word in _DENIED):  # rclone: 400 AccessDenied
+            why = "its signature may have expired" if "?" in self.url else "check the store's credentials"
+            raise VideoDecodeError(self.shown, f"access denied (HTTP {status} {reason}): {why}")
+        if status in (400, 416):
+            raise _RangeRefused(self.shown, f"cannot be read (HTTP {status} {reason})")
+        raise VideoDecodeError(self.shown, f"cannot be read (HTTP {status} {reason})")
 
     def _retry(self, attempt: Callable[[float], Any]) -> Any:
         """``attempt(timeout)`` until it succeeds, fails for good, or the budget is spent."""
@@ -346,11 +403,17 @@ class RemoteObject:
             wait = random.uniform(0, backoff)
             if time.monotonic() + wait >= deadline:
                 raise VideoDecodeError(
-                    self.url, f"cannot be read: {tries} tries in {network.budget_s:g} s failed, the last with {failure}"
+                    self.shown,
+                    f"cannot be read: {tries} tries in {network.budget_s:g} s failed, the last with {failure}",
                 ) from failure
-            log.debug("%s: %s; trying again in %.2f s", self.url, failure, wait)
+            log.debug("%s: %s; trying again in %.2f s", self.shown, failure, wait)
             time.sleep(wait)
             backoff = min(backoff * 2, network.max_backoff_s)
+
+
+def _version(etag: str, modified: str) -> str:
+    """An object's version: ``"e"`` and its ETag, else ``"l"`` and its Last-Modified, else ``"e"`` alone."""
+    return f"e{etag}" if etag or not modified else f"l{modified}"
 
 
 def close() -> None:
@@ -360,6 +423,7 @@ def close() -> None:
     with _settings_lock:
         opened = list(_filesystems.values())
         _filesystems.clear()
+        _suffix_refused.clear()
     for fs in opened:
         client = getattr(fs, "_s3", None) or getattr(fs, "_session", None)
         if client is None:

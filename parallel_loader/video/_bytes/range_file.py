@@ -1,9 +1,10 @@
 """A remote object read in ranges: as a seekable file for FFmpeg (``RangeFile``), or fetched whole.
 
-``RangeFile.open`` reads the object's tail first: one suffix read gives its size
-and version, and the whole object when it is small. A file whose first bytes
-may hold its header (MP4/MOV) gets its head read too. Every later read that the
-blocks do not hold fetches ``BLOCK_BYTES`` from where it starts.
+``read_ends`` is an object's first touch. It reads the tail first: one suffix
+read gives its size and version, and the whole object when it is small. The
+head is read next. A server that refuses suffix ranges gives the head first; the
+tail is then read when FFmpeg asks for it. Every later read that the blocks
+do not hold fetches ``BLOCK_BYTES`` from where it starts.
 """
 
 from __future__ import annotations
@@ -13,16 +14,38 @@ import io
 from .._base.keys import Fetched, SourceKey
 from .objects import RemoteObject, remote_object
 
-__all__ = ["BLOCK_BYTES", "HEAD_BYTES", "TAIL_BYTES", "RangeFile", "fetch_whole"]
+__all__ = ["BLOCK_BYTES", "HEAD_BYTES", "TAIL_BYTES", "RangeFile", "fetch_whole", "read_ends"]
 
 TAIL_BYTES = 256 << 10  # the first read (a 5-minute MP4's moov is ~120 KB); a smaller object comes whole
 HEAD_BYTES = 64 << 10  # the second, for a file whose first bytes say MP4/MOV
 BLOCK_BYTES = 1 << 20  # what a RangeFile fetches for a read it does not hold
 
 
-def fetch_whole(remote: RemoteObject, key: SourceKey) -> Fetched:
-    """The whole object, in one read of the version ``key`` names."""
-    return Fetched(key, remote.read(key, 0, key.size))
+def fetch_whole(remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes] | None = None) -> Fetched:
+    """The whole object, in one read of the version ``key`` names; ``blocks`` already read are not read again.
+
+    ``blocks`` may hold a head at 0 and a tail (``read_ends``): then only the bytes between them are read.
+    """
+    blocks = blocks or {}
+    head = blocks.get(0, b"")
+    tail_start = min((s for s, b in blocks.items() if s > 0 and s + len(b) == key.size), default=key.size)
+    tail = blocks.get(tail_start, b"")
+    if len(head) > tail_start:  # the head overlaps the tail: the object is in hand
+        return Fetched(key, head[:tail_start] + tail)
+    return Fetched(key, head + remote.read(key, len(head), tail_start) + tail)
+
+
+def read_ends(remote: RemoteObject) -> tuple[SourceKey, dict[int, bytes]]:
+    """An object's first touch: its key and ``{start: bytes}``, whole (``{0: all}``) or its head and tail.
+
+    Where suffix ranges work, the tail (``TAIL_BYTES``) then the head (``HEAD_BYTES``).
+    Where the server refuses them, the first ``TAIL_BYTES`` alone: a ``RangeFile`` reads the tail when asked.
+    """
+    key, start, first = remote.first_read(TAIL_BYTES)
+    blocks = {start: first}
+    if start > 0:
+        blocks[0] = remote.read(key, 0, min(HEAD_BYTES, start))
+    return key, blocks
 
 
 class RangeFile(io.RawIOBase):
@@ -42,13 +65,9 @@ class RangeFile(io.RawIOBase):
 
     @classmethod
     def open(cls, url: str) -> RangeFile:
-        """A file over the object at ``url`` with its tail (which gives its size and version) and head read."""
+        """A file over the object at ``url`` with its ends read (``read_ends``)."""
         remote = remote_object(url)
-        key, start, tail = remote.tail(TAIL_BYTES)
-        blocks = {start: tail}
-        if start > 0:
-            blocks[0] = remote.read(key, 0, min(HEAD_BYTES, start))
-        return cls(remote, key, blocks)
+        return cls(remote, *read_ends(remote))
 
     def readable(self) -> bool:
         return True

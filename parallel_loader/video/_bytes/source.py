@@ -13,7 +13,7 @@ import av.error
 from av.container import InputContainer
 
 from .._base.errors import VideoDecodeError, require_file
-from .._base.keys import Fetched, SourceKey, is_url, local_key
+from .._base.keys import Fetched, SourceKey, is_url, local_key, shown_url
 from .objects import remote_object
 from .range_file import RangeFile
 
@@ -49,6 +49,7 @@ def open_container(path: str | os.PathLike[str]) -> InputContainer:
     try:
         return av.open(opened)
     except av.error.FFmpegError as exc:
+        shown = shown_url(path) if is_url(path) else path
         raise VideoDecodeError(
-            path, f"cannot be opened as a video (not a video, corrupt, or an unsupported format: {exc})"
+            shown, f"cannot be opened as a video (not a video, corrupt, or an unsupported format: {exc})"
         ) from None

@@ -32,7 +32,7 @@ from av.container import InputContainer
 from av.video.stream import VideoStream
 
 from .._base.facts import VideoIndex, decode, encode
-from .._base.keys import Fetched, SourceKey, is_url
+from .._base.keys import Fetched, SourceKey, is_url, url_name
 from .._bytes.objects import RemoteObject, remote_object
 from .._bytes.source import source_key
 from .header import index_object
@@ -192,7 +192,9 @@ class IndexCache:
 
         For a source whose version costs a request to learn (a URL): its reads
         check the version instead. ``extra`` is what ``put`` was given with it.
+        A URL is looked up without its signature (``keys.url_name``): a re-signed URL finds its index.
         """
+        name = url_name(name) if is_url(name) else name
         found = self._newest(name)
         if found is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
             self._refresh()

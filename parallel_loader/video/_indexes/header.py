@@ -1,8 +1,8 @@
 """A remote video's index and packet table, in few requests: from an MP4's header, else from the whole object.
 
-First touch of an object: one suffix read of its tail gives its size and ETag,
-and the whole object when it is small. An MP4/MOV keeps its packet table in its
-``moov`` box, at the start or (often) at the end. With the head read too, FFmpeg
+First touch of an object (``range_file.read_ends``): one suffix read of its
+tail gives its size and version, and the whole object when it is small. An
+MP4/MOV keeps its packet table in its ``moov`` box, at the start or (often) at the end. With the head read too, FFmpeg
 parses the header from those bytes. The packets are then demuxed with the media
 data read as zeros: offsets, sizes and timestamps come from ``moov``, and
 nothing decodes. The display matrix is read from the video track's ``tkhd``, as
@@ -21,9 +21,8 @@ import av.error
 
 from .._base.facts import VideoIndex
 from .._base.keys import Fetched, SourceKey
-from .._bytes import range_file
 from .._bytes.objects import RemoteObject
-from .._bytes.range_file import RangeFile, fetch_whole
+from .._bytes.range_file import RangeFile, fetch_whole, read_ends
 from .make import make_index
 from .packet_table import PacketTable, table_in_memory, table_of
 from .packets import from_packets
@@ -40,18 +39,17 @@ def index_object(remote: RemoteObject) -> tuple[SourceKey, VideoIndex, PacketTab
 
     Nothing is kept: the caller keeps the index (see ``cache.index_remote``).
     """
-    key, tail_start, tail = remote.tail(range_file.TAIL_BYTES)
-    fetched = Fetched(key, tail) if tail_start == 0 else None
+    key, blocks = read_ends(remote)
+    fetched = Fetched(key, blocks[0]) if len(blocks[0]) == key.size else None
     index: VideoIndex | str | None = None
     table = None
     if fetched is None:
-        head = remote.read(key, 0, min(range_file.HEAD_BYTES, tail_start))
-        if head[4:8] in _MOV_BRANDS:
-            index, table = _from_header(remote, key, {0: head, tail_start: tail})
+        if blocks[0][4:8] in _MOV_BRANDS:
+            index, table = _from_header(remote, key, blocks)
         if not isinstance(index, VideoIndex):
             if index is not None:
-                log.debug("video %s is read whole to be indexed: %s", remote.url, index)
-            fetched = fetch_whole(remote, key)
+                log.debug("video %s is read whole to be indexed: %s", remote.shown, index)
+            fetched = fetch_whole(remote, key, blocks)
     if fetched is not None:
         index = make_index(fetched, key)
         table = table_in_memory(fetched)

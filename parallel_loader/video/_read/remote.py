@@ -33,7 +33,7 @@ import numpy as np
 from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex
 from .._base.info import VideoInfo
-from .._base.keys import Fetched, SourceKey
+from .._base.keys import Fetched, SourceKey, shown_url
 from .._bytes.objects import ObjectChanged, RemoteObject, remote_object
 from .._bytes.range_file import RangeFile, fetch_whole
 from .._indexes.cache import IndexCache, index_remote
@@ -62,11 +62,11 @@ def read_remote(
     if not seek:
         whole = fetch_whole(remote, remote.key())
         return read_local(whole, start, clip_len, stride, size, seek=False, rotate=rotate, index_cache=cache)
-    found = cache.latest(url)
+    found = cache.latest(remote.name)
     fetched: Fetched | None = None
     for _ in range(2):  # a second time only when the object changed since it was indexed
         if found is not None and found[2] and kept_table(found[2]) is None:
-            log.info("video %s: its kept packet table is unreadable or of an older version; indexing it again", url)
+            log.info("video %s: its kept packet table is unreadable or old; indexing it again", remote.shown)
             found = None  # the table cannot say how frames are turned (see ``packet_table``)
         if found is None:
             key, index, table, fetched = index_remote(remote, cache)
@@ -84,7 +84,7 @@ def read_remote(
             continue
         if not problem:
             return clip.frames
-        log.info("video %s: %s in a ranged read; reading it whole", url, problem)
+        log.info("video %s: %s in a ranged read; reading it whole", remote.shown, problem)
         break
     if fetched is None:
         try:
@@ -106,7 +106,7 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
     begin, end = table.byte_range(first, stop)
     data = remote.read(key, begin, end)
     if len(data) != end - begin:
-        raise VideoDecodeError(remote.url, f"a read of bytes {begin}-{end - 1} returned {len(data)} bytes")
+        raise VideoDecodeError(remote.shown, f"a read of bytes {begin}-{end - 1} returned {len(data)} bytes")
     codec = av.CodecContext.create(table.codec, "r")
     codec.thread_count = 1
     if table.extradata:
@@ -158,7 +158,7 @@ def probe_remote(url: str, rotate: bool = True) -> VideoInfo:
     """
     with av.open(RangeFile.open(url)) as container:
         if not container.streams.video:
-            raise VideoDecodeError(url, "cannot be opened as a video (the file has no video stream)")
+            raise VideoDecodeError(shown_url(url), "cannot be opened as a video (the file has no video stream)")
         stream = container.streams.video[0]
         rate = stream.average_rate or stream.base_rate or 0
         width, height = stream.codec_context.width, stream.codec_context.height
