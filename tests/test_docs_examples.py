@@ -54,6 +54,13 @@ def test_the_readme_shows_each_quick_start_file_as_it_is(name):
     assert code in blocks, f"README.md has no python block equal to examples/{name}.py: copy the file into it"
 
 
+def test_the_readme_stays_a_short_page():
+    """The manual is the docs site; the README is what, the two commands, two examples, the guarantees, links."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 150, f"README.md has {len(lines)} lines: move the rest into docs/"
+    assert "make demo" in "\n".join(lines) and "make test" in "\n".join(lines)
+
+
 @pytest.mark.timeout(30)
 def test_samples_quick_start_gives_every_sample_once_an_epoch_in_full_batches(capsys):
     quick_start = example("quickstart_samples")
