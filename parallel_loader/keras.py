@@ -1,8 +1,8 @@
-"""Keras callbacks for training from a loader: ``LoaderStats`` adds the loader's figures to each epoch's logs.
+"""Keras callbacks for training from a loader: ``LoaderStats`` adds figures to the logs; ``BackupAndRestore`` resumes.
 
 See :doc:`/guide/training` for how to use them with ``model.fit``.
 """
 
-from .tensorflow._keras import LoaderStats
+from .tensorflow._keras import BackupAndRestore, LoaderStats
 
-__all__ = ["LoaderStats"]
+__all__ = ["BackupAndRestore", "LoaderStats"]

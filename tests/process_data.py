@@ -134,3 +134,20 @@ class Reporting(YieldFunction):
         if index == 1 and self.sink is not None:
             self.sink(index, OSError("clip_1.mp4 is truncated"), {"path": "clip_1.mp4", "pid": os.getpid()})
         return index
+
+
+class IndexedSamples:
+    """A sample dataset whose sample ``i`` carries ``i``: ``((features, i), target)``, and raises at ``bad``."""
+
+    def __init__(self, length: int = 40, bad: int | None = None) -> None:
+        self.length = length
+        self.bad = bad
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        if index == self.bad:
+            raise ValueError(f"bad sample {index}")
+        features = np.random.default_rng(index).normal(size=4).astype(np.float32)
+        return (features, np.int32(index)), np.float32(features.sum() + 1)

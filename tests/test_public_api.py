@@ -121,7 +121,7 @@ SURFACE = {
         "set_default_index_cache",
     },
     "parallel_loader.video.check": {"check_file", "check_videos", "find_videos", "main"},
-    "parallel_loader.keras": {"LoaderStats"},
+    "parallel_loader.keras": {"BackupAndRestore", "LoaderStats"},
     "parallel_loader.sharding": {"REMAINDERS", "Remainder", "check_shard", "shard_length", "shard_positions"},
     "parallel_loader.tensorflow": {
         "DevicePrefetcher",

@@ -171,6 +171,9 @@ class Train:
         self._stop_requested = False
         self._states: dict[str, dict[str, Any]] = {}  # from load_state_dict, for the next loaders made
         self._last: dict[str, DataLoader] = {}  # the loaders of the current or last run, for state_dict
+        # Training batches of the epoch's run whose main_task returned, and whether one is in progress.
+        self._trained: int | None = None
+        self._in_task = False
         # Built now so that bad arguments fail here, before any thread starts;
         # their threads start when first iterated. Each run() closes the loaders it
         # used, and the next one builds new ones.
@@ -287,10 +290,15 @@ class Train:
         Take it between epochs, or mid-epoch. ``load_state_dict`` on a new ``Train``
         then goes on from the next batch not yet trained on. Save it with the
         model's weights and the optimizer's state, taken at the same moment.
-        See :doc:`/guide/long_runs`.
+        It counts the batches ``main_task`` finished, not those delivered or
+        copied ahead to a device. Taken inside ``main_task``, after its step, it
+        counts that batch too. See :doc:`/guide/long_runs`.
         """
         loader = self._last.get("train") or (self._loaders or {}).get("train")
-        train_state = self._states.get("train") or (loader.state_dict() if loader is not None else None)
+        train_state = self._states.get("train")
+        if train_state is None and loader is not None:
+            trained = None if self._trained is None else self._trained + self._in_task
+            train_state = loader.state_dict(batches=trained)
         return {
             "history": [epoch_record(stats) for stats in self.history],
             "train": train_state,
@@ -308,6 +316,7 @@ class Train:
         if self._loaders is not None:
             _close_all(list(self._loaders.values()), 0)
         self.history = history
+        self._trained = None
         self._states = {"train": state["train"]} if state["train"] is not None else {}
         self._loaders = self._make_loaders()  # checks the state against the data now
 
@@ -323,10 +332,18 @@ class Train:
         before = loader.stats()
         start = ready = time.perf_counter()
         source = loader if self._prefetcher is None else self._prefetcher.iterate(loader)
+        if stoppable:  # the training pass: state_dict counts the batches its task finished
+            self._trained = 0
         with closing(iter(source)) as batches:  # closed at once on a stop, an error, or Ctrl-C
             for batch in batches:
                 stats.wait_seconds += time.perf_counter() - ready  # waiting for this batch
-                output = task(batch)
+                self._in_task = stoppable
+                try:
+                    output = task(batch)
+                finally:
+                    self._in_task = False
+                if stoppable:
+                    self._trained = stats.batches + 1
                 stats.batches += 1
                 if self.keep_outputs:
                     stats.outputs.append(output)
