@@ -151,3 +151,19 @@ class IndexedSamples:
             raise ValueError(f"bad sample {index}")
         features = np.random.default_rng(index).normal(size=4).astype(np.float32)
         return (features, np.int32(index)), np.float32(features.sum() + 1)
+
+
+class BadSamples:
+    """A sample dataset of ``length`` numbers in which the samples ``bad`` always raise."""
+
+    def __init__(self, length: int, bad: tuple[int, ...] = ()) -> None:
+        self.length = length
+        self.bad = set(bad)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int) -> int:
+        if index in self.bad:
+            raise ValueError(f"sample {index} is corrupt")
+        return index

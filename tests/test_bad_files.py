@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from parallel_loader._faults.quarantine import InProcessMemory, Quarantine, last
 from parallel_loader.video import VideoDataset, VideoDecodeError, VideoFolder
 from parallel_loader.video._samples.annotations import folder_samples, sample_list
 
+from .process_data import BadSamples
 from .video_files import truncate, video_id, write_video
 
 EPOCHS = 5
@@ -334,3 +336,46 @@ def test_a_resumed_run_with_one_bad_file_and_a_fractional_budget_runs_to_the_end
     assert all(clips.shape[0] == 4 for epoch in epochs for clips, _ in epoch)
     final = resumed.state_dict()
     assert final["calls"] == 8 + 2 + 10 + 10 and final["lost"] <= 5
+
+
+def run_with_bad(bad, processes: int = 0, num_threads: int = 4, epochs: int = 3) -> list[list[int]]:
+    """96 samples in batches of 8, shuffle off, overlap on, skip under max_errors=0.05: each epoch's batch sizes.
+
+    The consumer pauses after the first batch, so that the threads make the rest of
+    the epoch and the next epoch's first batches ahead meanwhile.
+    """
+    loader = DataLoader(BadSamples(96, bad), batch_size=8, num_threads=num_threads, shuffle=False, seed=0,
+                        overlap_epochs=True, on_error="skip", max_errors=0.05, processes=processes)  # fmt: skip
+    sizes: list[list[int]] = []
+    with loader:
+        for _ in range(epochs):
+            sizes.append([])
+            for batch in loader:
+                sizes[-1].append(len(batch))
+                if len(sizes) == 1 and len(sizes[0]) == 1:
+                    time.sleep(0.2)
+    return sizes
+
+
+@pytest.mark.parametrize("bad", range(8))
+def test_a_bad_sample_in_the_first_batch_costs_one_sample_of_a_fraction_budget_when_delivered(bad):
+    """Its draws count when their batch is delivered, as the calls do: not when made, nor made ahead."""
+    assert run_with_bad([bad]) == [[8] * 12] * 3
+
+
+def test_the_same_in_worker_processes():
+    assert run_with_bad([1], processes=2, num_threads=2) == [[8] * 12] * 3
+
+
+def test_a_budget_really_exceeded_in_the_first_batch_still_raises_at_once_naming_its_first_records():
+    delivered = []
+    loader = DataLoader(BadSamples(96, [0, 1, 2]), batch_size=8, num_threads=1, shuffle=False, seed=0,
+                        overlap_epochs=True, on_error="skip", max_errors=0.05)  # fmt: skip
+    with loader, pytest.raises(ErrorBudgetExceeded, match=r"3 samples lost .*\(1 of 8\)") as raised:
+        delivered.extend(loader)
+    assert delivered == []
+    assert "index 0: ValueError: sample 0 is corrupt" in str(raised.value)
+    assert [r.context["key"] for r in raised.value.errors] == ["sample 0", "sample 1", "sample 2"]
+    many = [0, 1, 2, 3, 8, 9, 10, 11]  # 8% of the samples, in the first two batches
+    with pytest.raises(ErrorBudgetExceeded, match="First: epoch 0 index 0: ValueError: sample 0 is corrupt"):
+        run_with_bad(many, epochs=1)

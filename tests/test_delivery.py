@@ -67,7 +67,7 @@ class Parts:
     def queue(self, plan, *slots_and_batches):
         for slot, batch in slots_and_batches:
             position, _ = plan.task(slot)
-            self.results.enqueue((plan.tag, slot, position, batch))
+            self.results.enqueue((plan.tag, slot, position, batch, 0))
 
 
 def test_unordered_batches_come_as_queued_and_every_position_is_marked_done():

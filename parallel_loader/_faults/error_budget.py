@@ -17,8 +17,13 @@ So the manifest holds one line per bad file, and is up to date after every draw.
 Against an int ``max_errors``, the budget counts an item once: a bad file is one
 error, however many epochs draw it. Against a fractional one, each sample
 replaced counts as a share of a call (``1 / samples_per_call``). So 1% of bad
-samples is 1% whatever the batch size. The budget knows nothing of threads
-beyond being safe to call from any of them. See :doc:`/guide/long_runs`.
+samples is 1% whatever the batch size. A replaced draw is recorded when its
+batch is made. It is counted against a fraction only when that batch is delivered
+(``take_replaced``, ``count_replaced``). So the fraction's numerator and its
+denominator, the calls delivered, count the same batches. A batch made
+ahead, or made for an epoch that was abandoned, costs nothing until it is
+delivered. The budget knows nothing of threads beyond being safe to call from
+any of them. See :doc:`/guide/long_runs`.
 """
 
 from __future__ import annotations
@@ -150,8 +155,10 @@ class ErrorBudget:
         # Samples one call makes, for a fractional budget: set by the loader from the yield function's batch_size.
         self.samples_per_call = 1
         self.failures = 0  # failed calls and replaced draws recorded: changes at each one
-        self.lost = 0.0  # failed calls, plus each replaced draw as 1 / samples_per_call of a call
-        self.replaced_draws = 0  # samples replaced in this run
+        # Failed calls, plus each replaced draw of a delivered batch as 1 / samples_per_call of a call.
+        self.lost = 0.0
+        self.replaced_draws = 0  # samples replaced in the batches delivered in this run (count_replaced)
+        self._made = threading.local()  # .count: draws replaced in the call this thread is making
         # What a resumed run's message quotes first: the first records of the runs before it (``quote``).
         self.earlier: list[str] = []
         # A bad item's key -> (its place in records, the end of its manifest line, or None).
@@ -191,12 +198,13 @@ class ErrorBudget:
 
         The first draw of ``key`` makes its record (appended to the manifest at
         once); each later one raises its ``replaced`` count, in place. A draw
-        without a key has a record of its own. Either way it costs one sample.
+        without a key has a record of its own. Either way it costs one sample,
+        counted against a fraction when its batch is delivered: the draw is kept
+        for the calling thread's ``take_replaced``.
         """
+        self._made.count = getattr(self._made, "count", 0) + 1
         with self._lock:
             self.failures += 1
-            self.replaced_draws += 1
-            self.lost += 1 / self.samples_per_call
             known = None if key is None else self._items.get(key)
             if known is not None:
                 place, end = known
@@ -212,6 +220,22 @@ class ErrorBudget:
             if key is not None:
                 self._items[key] = (len(self.records) - 1, end)
         return record
+
+    def take_replaced(self) -> int:
+        """The draws replaced in the calling thread since its last ``take_replaced``; starts it again at 0.
+
+        A loader thread takes them after each call, and its result carries them to
+        the consumer, which counts them (``count_replaced``) when it delivers the batch.
+        """
+        count = getattr(self._made, "count", 0)
+        self._made.count = 0
+        return count
+
+    def count_replaced(self, draws: int) -> None:
+        """Count ``draws`` samples replaced in a batch delivered, each ``1 / samples_per_call`` of a call."""
+        with self._lock:
+            self.replaced_draws += draws
+            self.lost += draws / self.samples_per_call
 
     @property
     def count(self) -> int:

@@ -8,10 +8,13 @@ A task is ``(tag, epoch, slot, position, index)``:
 * ``position``: the position in the epoch's order;
 * ``index``: the index the yield function is called with.
 
-A thread queues ``(tag, slot, position, result)``, where the result is the batch,
-a ``Failed`` call, or ``NO_BATCH`` for a stream call that ended the stream. The
-tag lets the consumer tell an abandoned epoch's results and the next epoch's,
-made ahead, from the current epoch's.
+A thread queues ``(tag, slot, position, result, replaced)``. The result is the
+batch, a ``Failed`` call, or ``NO_BATCH`` for a stream call that ended the
+stream. ``replaced`` is how many samples the yield function replaced in the
+batch (see ``error_sink``). The tag lets the consumer tell an abandoned epoch's results
+and the next epoch's, made ahead, from the current epoch's. The consumer counts
+``replaced`` against the budget when it delivers the batch, so a batch never
+delivered costs nothing.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ __all__ = ["NEVER_SKIPPED", "NO_BATCH", "Failed", "Result", "Task"]
 
 # (plan tag, epoch, slot, position, index)
 Task = tuple[int, int, int, int, int]
-# (plan tag, slot, position, batch or Failed or NO_BATCH)
-Result = tuple[int, int, int, Any]
+# (plan tag, slot, position, batch or Failed or NO_BATCH, samples replaced in it)
+Result = tuple[int, int, int, Any, int]
 
 # Stands in the result queue for a stream call that raised StopIteration, so that
 # every slot handed out is accounted for. Never None: None can be a batch.

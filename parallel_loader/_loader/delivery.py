@@ -8,8 +8,11 @@ one is) and yields the batches of ``plan``'s epoch:
 * in ordered mode a result that comes before its turn waits in ``pending``, and
   each batch delivered moves the dispatcher's window on by one;
 * a failed call is counted as done. One made ahead for this epoch is settled
-  now: recorded against the budget, or raised. The budget is checked whenever a
-  new failure was recorded or a sample replaced;
+  now: recorded against the budget, or raised. The samples replaced in a batch
+  are counted against the budget as it is received. So a fraction's samples
+  lost and the calls received it is measured against are of the same batches.
+  The budget is checked whenever a new failure was recorded or a
+  sample replaced;
 * every position delivered or skipped is marked done in the plan, for ``state_dict``.
 
 It also holds the counts ``state_dict`` saves: calls done, and the failures among
@@ -91,6 +94,7 @@ class Delivery:
         # is made again after a resume, so its failure must not be counted twice.
         self.done_calls = 0
         self.done_errors = 0
+        self.done_replaced = 0  # samples replaced in the calls done in this run
 
     def batches(self, plan: EpochPlan) -> Iterator[Any]:
         """Yield the batches of ``plan``'s epoch; return once every slot handed out is in.
@@ -102,7 +106,7 @@ class Delivery:
         epoch = plan.epoch
         early, self.early = self.early[::-1], []  # results of this plan read during the last epoch; pop() is FIFO
         received = 0
-        pending: dict[int, tuple[int, Any]] = {}  # ordered mode: results that came ahead of their turn
+        pending: dict[int, tuple[int, Any, int]] = {}  # ordered mode: results that came ahead of their turn
         next_slot = 0
         budget = self._budget
         # Threads start before this runs and may have failed already: check at the first result.
@@ -121,10 +125,10 @@ class Delivery:
             if shutdown.failure is not None:
                 shutdown.raise_failure()
             if early:
-                tag, slot, position, batch = early.pop()
+                tag, slot, position, batch, replaced = early.pop()
             else:
                 try:
-                    tag, slot, position, batch = results.dequeue()
+                    tag, slot, position, batch, replaced = results.dequeue()
                 except QueueClosed:
                     tag = None  # handled outside the except, so as not to chain QueueClosed to the error
             if tag is None:
@@ -132,22 +136,26 @@ class Delivery:
                     shutdown.raise_failure()
                 raise LoaderClosed(f"{self.name} was closed during epoch {epoch}")
             if tag != plan.tag:
-                self.keep_if_ahead((tag, slot, position, batch))  # else made for an epoch that was abandoned
+                self.keep_if_ahead((tag, slot, position, batch, replaced))  # else made for an epoch that was abandoned
                 continue
             received += 1
             self.calls += 1
+            if replaced:
+                budget.count_replaced(replaced)
+                errors_seen = -1
             if budget.failures != errors_seen:  # a new failure, or a sample replaced
                 errors_seen = budget.failures
                 self._check_budget()
             if self._ordered:
-                pending[slot] = (position, batch)
+                pending[slot] = (position, batch, replaced)
                 if next_slot not in pending:
                     continue
-                position, batch = pending.pop(next_slot)
+                position, batch, replaced = pending.pop(next_slot)
                 next_slot = dispatcher.release(next_slot + 1)
             while True:
                 plan.mark_done(position, delivered=type(batch) is not Failed and batch is not NO_BATCH)
                 self.done_calls += 1
+                self.done_replaced += replaced
                 if type(batch) is Failed:
                     if batch.deferred:
                         self._settle(batch)
@@ -160,7 +168,7 @@ class Delivery:
                     yield batch
                 if not self._ordered or next_slot not in pending:
                     break
-                position, batch = pending.pop(next_slot)
+                position, batch, replaced = pending.pop(next_slot)
                 next_slot = dispatcher.release(next_slot + 1)
         # Every slot is in: calls still running belong to abandoned epochs, or to the
         # next one, made ahead. Wait for the former, so that a failure of theirs is
@@ -205,13 +213,14 @@ class Delivery:
         self._budget.earlier = state.first_errors
 
     def lost_samples(self) -> int:
-        """Samples lost over the whole run, for ``state_dict``: failed calls done, and each sample replaced.
+        """Samples lost over the whole run, for ``state_dict``: failed calls done, and each sample replaced in them.
 
-        A sample replaced in a batch made but not delivered yet is counted too,
-        and again if a resumed run makes that batch again: the budget errs on the strict side.
+        Only the calls done count, as in ``done_calls``. A sample replaced in a batch
+        made but not delivered yet is not counted here. A resumed run counts it when
+        it makes and delivers that batch again.
         """
         failed = self.done_errors - self.errors_before  # failed calls delivered since the load
-        return self.lost_before + failed * self._budget.samples_per_call + self._budget.replaced_draws
+        return self.lost_before + failed * self._budget.samples_per_call + self.done_replaced
 
     def _settle(self, failed: Failed) -> None:
         """A deferred failure, now delivered in its epoch: record it against the budget, or raise it."""

@@ -6,8 +6,10 @@
   Then it hands out up to ``max_len`` slots of the next epoch's plan, made ahead;
 * it makes the call through the ``YieldCalls`` object given at construction
   (``thread_calls``), in the loader thread or in a worker process;
-* it queues the tagged result (``results``) for the consumer. A failure that
-  stops the loader goes to ``Shutdown`` instead.
+* it queues the tagged result (``results``) for the consumer, with how many
+  samples the yield function replaced in the call. The consumer counts them
+  against the budget when it delivers the batch. A failure that stops the loader goes to
+  ``Shutdown`` instead.
 
 It also answers the watchdog about a stuck call: skip it under the budget, defer
 it when it was made ahead, or stop the loader.
@@ -183,6 +185,7 @@ class Dispatcher:
 
     def make(self, task: Task) -> Any:
         """Call the yield function for ``task``: its batch, ``NO_BATCH`` at a stream's end, or ``Failed``."""
+        self._budget.take_replaced()  # drop any left by a call the watchdog abandoned in this thread
         try:
             return self._calls.call(task)
         except StopIteration as exc:
@@ -196,12 +199,18 @@ class Dispatcher:
             return self._failed(exc, task)
 
     def put(self, task: Task, result: Any) -> bool:
-        """Queue ``result`` for the consumer; False (the thread ends) when it stops the loader or the queue closed."""
-        if type(result) is Failed and result.record is None and not result.deferred:
-            self._shutdown.fail(result.exc)
-            return False
+        """Queue ``result`` for the consumer; False (the thread ends) when it stops the loader or the queue closed.
+
+        Called by the thread that made it, right after ``make``: the result carries the samples replaced in it.
+        """
+        replaced = self._budget.take_replaced()
+        if type(result) is Failed:
+            replaced = 0  # the whole call is lost: its record counts it
+            if result.record is None and not result.deferred:
+                self._shutdown.fail(result.exc)
+                return False
         try:
-            self._results.enqueue((task[0], task[2], task[3], result))
+            self._results.enqueue((task[0], task[2], task[3], result, replaced))
         except QueueClosed:
             return False
         return True
