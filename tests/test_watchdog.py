@@ -1,11 +1,13 @@
 """The watchdog: a call of the yield function running past call_timeout, raised or skipped; close() bounded."""
 
+import gc
 import json
 import threading
 
 import pytest
 
 from parallel_loader import DataLoader, LoaderClosed
+from parallel_loader._core.worker_pool import thread_frames
 from parallel_loader._faults.errors import ErrorBudgetExceeded, LoaderTimeout
 from tests.helpers import Faulty, join_all, run_in_thread
 
@@ -178,3 +180,16 @@ def test_a_stuck_stream_call_names_no_index():
         release.set()
         join_all(hung)
     assert info.value.index is None
+
+
+def test_thread_frames_pause_the_collector_and_leave_its_state_as_they_found_it():
+    """The watchdog reads other threads' stacks with the collector paused (CPython 3.11 can deadlock otherwise)."""
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            frames = thread_frames()
+            assert gc.isenabled() is enabled
+            assert threading.get_ident() in frames
+    finally:
+        (gc.enable if was else gc.disable)()

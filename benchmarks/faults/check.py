@@ -7,7 +7,6 @@ epoch, to compare a resumed one with it).
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import traceback
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from parallel_loader import DataLoader, LoaderClosed, LoaderTimeout
+from parallel_loader._core.worker_pool import thread_frames
 
 from .config import LEAK_GRACE, Config, InjectedError, TaskError
 from .data import indices, make_data, make_loader
@@ -137,7 +137,7 @@ def leaked_threads(before: set[threading.Thread]) -> list[str]:
         for t in threading.enumerate()
         if t not in before and t.is_alive() and not isinstance(t, threading._DummyThread)
     ]
-    frames = sys._current_frames()
+    frames = thread_frames()
     return [
         f"{t.name} at "
         + " < ".join(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import sys
 import threading
 import traceback
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from .._core.worker_pool import thread_frames
 from .._data.yield_function import call_of
 from .._faults.results import Task
 from .remote_errors import portable
@@ -76,7 +76,7 @@ def worker_main(
         except (EOFError, OSError):
             os._exit(0)  # the consumer closed, or died: no orphan
         if request[0] == "stack":
-            frame = sys._current_frames().get(workers[request[1]].ident or -1)
+            frame = thread_frames().get(workers[request[1]].ident or -1)
             control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
         elif request[0] == "hook":
             try:

@@ -16,18 +16,20 @@ as it should be (see that module).
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from .interrupt_safe import interrupts_deferred, new_thread, notify_all, wait
 from .telemetry import CallTimes
 
-__all__ = ["CallSlot", "WorkerPool"]
+__all__ = ["CallSlot", "WorkerPool", "thread_frames"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class CallSlot:
         the call are left out: they are the same for every call and say nothing about
         where it is stuck.
         """
-        frame = sys._current_frames().get(self.thread.ident or -1)
+        frame = thread_frames().get(self.thread.ident or -1)
         if frame is None:
             return ""
         frames = traceback.extract_stack(frame)
@@ -66,6 +68,22 @@ class CallSlot:
 
 
 _STACK_FRAMES = 20  # the most frames a stuck call's stack shows
+
+
+def thread_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()``, with the cyclic garbage collector paused while it runs.
+
+    On Python 3.11 a collection inside that call can deadlock the interpreter
+    (CPython issue 106883, fixed in 3.12): the watchdog would then hang its loader.
+    """
+    enabled = gc.isenabled()
+    if enabled:
+        gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class WorkerPool:
