@@ -143,7 +143,7 @@ def test_eight_bit_frames_are_converted_as_before(files, name, size):
         np.testing.assert_array_equal(clip, np.stack([ffmpeg_rgb(frame) for frame in frames]))
 
 
-@pytest.mark.parametrize("pix_fmt", ["p010le", "yuv420p12le", "gray10le", "rgb48le", "gbrp10le"])
+@pytest.mark.parametrize("pix_fmt", ["p010le", "yuv420p12le", "yuv444p12le", "gray10le", "rgb48le", "gbrp10le"])
 def test_other_deep_formats_match_ffmpegs_scale_filter(files, pix_fmt):
     """Formats hardware decoders and other codecs give, made from a decoded frame."""
     frame = decoded(files["h264_420_10bit"])[0].reformat(format=pix_fmt)

@@ -7,10 +7,13 @@ it up, which shows at colour edges of subsampled chroma:
   On 8-bit frames at their own size it gives the colours of FFmpeg's command
   line, bit for bit (4:2:0 frames of odd height aside).
 - ``FilterScaler`` runs FFmpeg's ``scale`` filter in a small graph, as the
-  command line does. The filter places chroma samples where each frame says
-  they are. At the frame's own size it keeps swscale's default flags. Deeper
-  formats (10 and 12 bits, ``p010le``) need it: swscale called directly differs
-  there by over 100 levels at colour edges.
+  command line does. At the frame's own size it keeps the filter's default
+  flags. Deeper formats (10 and 12 bits, ``p010le``) need it: swscale called
+  directly differs there by over 100 levels at colour edges.
+
+The difference is where chroma samples sit. swscale called directly follows
+the frame's chroma location (left of the pixel pair for H.264 and HEVC). The
+filter, fed frames as the command line feeds them, puts them in the middle.
 
 ``scaler_for`` picks one. Nothing here opens files or knows of orientation.
 See :doc:`/video/decoding`.
