@@ -107,7 +107,7 @@ def test_deep_formats_match_ffmpegs_scale_filter(files, name, size):
     clip = read_clip(files[name], 0, N, size=size)
     assert clip.shape == reference.shape and clip.dtype == np.uint8
     assert largest_difference(clip, reference) <= LEVELS, name
-    # The same frames read again from a keyframe by seeking: still FFmpeg's.
+    # A clip that starts later, read by seeking from the keyframe before it: still FFmpeg's.
     assert largest_difference(read_clip(files[name], 1, N - 1, size=size), reference[1:]) <= LEVELS
 
 
