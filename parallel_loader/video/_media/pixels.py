@@ -5,7 +5,9 @@ A decoder hands out frames in the stream's own pixel format: 8 or 10 bits,
 height, odd ones included (Something-Something v2 ships VP9 at 427x240).
 
 ``RGBFrames`` converts each to a ``uint8`` RGB array in one pass of FFmpeg's
-scaler. It scales with area averaging when a size is asked for. Then it turns
+scaler. It scales with area averaging when a size is asked for. Its colours are
+those of FFmpeg's command line: bit-exact on 8-bit formats, and through FFmpeg's
+``scale`` filter on deeper ones (see ``scalers``). Then it turns
 the array as the file's display matrix says: 90, 180 or 270 degrees, and mirror
 images. That is the MP4/MOV ``tkhd`` matrix, or a ``rotate`` tag, which FFmpeg
 reads into the same matrix. The turn is the one FFmpeg's command line makes by
@@ -24,7 +26,8 @@ from typing import NamedTuple
 import av
 import numpy as np
 from av.sidedata.sidedata import Type
-from av.video.reformatter import VideoReformatter
+
+from .scalers import Scaler, scaler_for
 
 __all__ = ["Orientation", "RGBFrames", "frame_checksum", "frame_orientation", "orientation"]
 
@@ -116,7 +119,8 @@ class RGBFrames:
         self.size = size
         self.rotate = rotate
         self._orientation: Orientation | None = turn if rotate else None
-        self._reformatter = VideoReformatter()
+        self._scaler: Scaler | None = None
+        self._source: tuple[str, int, int] | None = None  # the format and size the scaler was made for
 
     def shape(self, frame: av.VideoFrame) -> tuple[int, int]:
         """``(height, width)`` of the arrays ``convert`` makes (the first frame fixes the orientation)."""
@@ -128,11 +132,12 @@ class RGBFrames:
     def convert(self, frame: av.VideoFrame, out: np.ndarray | None = None) -> np.ndarray:
         """``frame`` as RGB, scaled and turned; written into ``out`` (height, width, 3) when given."""
         turn = self._turn(frame)
-        height, width = turn.stored_size(*self.shape(frame))
-        rgb = self._reformatter.reformat(
-            frame, width=width, height=height, format="rgb24", interpolation="AREA", threads=1
-        ).to_ndarray()
-        image = turn.apply(rgb)
+        source = (frame.format.name, frame.width, frame.height)
+        if self._scaler is None or source != self._source:
+            # Made again for a frame of another format or size, as swscale would be.
+            height, width = turn.stored_size(*self.shape(frame))
+            self._scaler, self._source = scaler_for(frame, width, height), source
+        image = turn.apply(self._scaler.rgb(frame))
         if out is None:
             return np.ascontiguousarray(image)
         out[...] = image
