@@ -273,12 +273,21 @@ def s3_server() -> Iterator[str]:
         port = probe.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
+    try:
+        with s3_test_keys():
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@contextlib.contextmanager
+def s3_test_keys() -> Iterator[None]:
+    """The test servers' S3 keys and region in the environment, as they were before on exit."""
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1")
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield
     finally:
-        server.stop()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -392,3 +401,74 @@ def nginx_server(root: Path, scratch: Path) -> Iterator[str]:
     )
     with _process([binary, "-c", str(config), "-p", str(scratch)], port, scratch / "stdout.log") as url:
         yield url
+
+
+class ServedApart:
+    """moto's S3 server behind a ``FaultProxy``, both in a child process, so they take no GIL from the caller.
+
+    ``endpoint`` is moto's URL, ``url`` the proxy's. ``reset()`` zeroes the
+    proxy's counts; ``requests`` and ``bytes`` read them. A benchmark uses this
+    so that the server's Python threads do not compete with the reader's.
+    """
+
+    def __init__(self, latency_s: float) -> None:
+        command = [sys.executable, "-m", "tests.remote_servers", str(latency_s)]
+        root = Path(__file__).resolve().parent.parent
+        self._process = subprocess.Popen(
+            command,
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            bufsize=1,
+        )
+        ready = self._process.stdout.readline().split()  # type: ignore[union-attr]
+        if len(ready) != 2:
+            self.close()
+            raise RuntimeError("the server process did not start")
+        self.endpoint, self.url = ready
+
+    def _ask(self, command: str) -> list[int]:
+        self._process.stdin.write(command + "\n")  # type: ignore[union-attr]
+        return [int(x) for x in self._process.stdout.readline().split()]  # type: ignore[union-attr]
+
+    def reset(self) -> None:
+        self._ask("reset")
+
+    @property
+    def requests(self) -> int:
+        return self._ask("counts")[0]
+
+    @property
+    def bytes(self) -> int:
+        return self._ask("counts")[1]
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._process.stdin.close()  # type: ignore[union-attr]
+        try:
+            self._process.wait(20)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(10)
+
+    def __enter__(self) -> ServedApart:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _serve_apart(latency_s: float) -> None:
+    """The child of ``ServedApart``: answers ``reset`` and ``counts`` on stdin until it closes."""
+    with s3_server() as endpoint, FaultProxy(endpoint, latency_s=latency_s) as proxy:
+        print(endpoint, proxy.url, flush=True)
+        for line in sys.stdin:
+            if line.strip() == "reset":
+                proxy.reset()
+            print(proxy.requests, proxy.bytes, flush=True)
+
+
+if __name__ == "__main__":
+    _serve_apart(float(sys.argv[1]))

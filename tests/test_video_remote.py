@@ -399,7 +399,8 @@ def test_the_remote_benchmark_runs(capsys):
     report = video_remote.main(["--threads", "2", "--clips", "3", "--short", "1", "--long", "1", "--long-seconds", "2"])
     readers = {row[1] for row in report["rows"]}
     assert readers == {"local", "parallel_loader", "fsspec+PyAV"}
-    assert all(row[4] == 1.0 for row in report["rows"] if row[1] == "parallel_loader")  # one request a clip
+    requests = video_remote.HEADERS.index("requests/clip")
+    assert all(row[requests] == 1.0 for row in report["rows"] if row[1] == "parallel_loader")  # one request a clip
     assert "remote / fsspec+PyAV" in capsys.readouterr().out
 
 
