@@ -235,3 +235,19 @@ def test_augmented_batches_are_the_same_whatever_the_thread_or_process_count(row
         for one, other in zip(runs[0], run, strict=True):
             for a, b in zip(one, other, strict=True):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_a_resumed_epoch_gives_the_augmented_batches_it_would_have(rows):
+    data = dataset(rows, augment=Augment(crop="resized"), batch_transform=Mixup(0.4), labels="one_hot")
+    with DataLoader(data, num_threads=2, seed=1, ordered=True, name="whole") as loader:
+        whole = list(loader)
+    with DataLoader(data, num_threads=2, seed=1, ordered=True, name="cut") as loader:
+        next(iter(loader))
+        state = loader.state_dict(batches=1)
+    resumed = DataLoader(pickle.loads(pickle.dumps(data)), num_threads=2, seed=1, ordered=True, name="resumed")
+    resumed.load_state_dict(state)
+    with resumed:
+        rest = list(resumed)
+    assert len(whole) == 2 and len(rest) == 1
+    for a, b in zip(whole[1], rest[0], strict=True):
+        np.testing.assert_array_equal(a, b)
