@@ -140,9 +140,9 @@ class VideoDataset(YieldFunction):
             index_cache=index_cache,
             find_missing=find_missing,
         )
-        if augment is not None and not isinstance(augment, Augment):
-            raise TypeError(f"augment must be an Augment or None, got {type(augment).__name__}")
         if augment is not None:
+            if not isinstance(augment, Augment):
+                raise TypeError(f"augment must be an Augment or None, got {type(augment).__name__}")
             augment.check_size(args.size)
         samples = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
