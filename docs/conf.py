@@ -74,6 +74,10 @@ nitpick_ignore = [
     ("py:class", "parallel_loader._faults.error_budget.ErrorBudget"),
     # Sphinx splits a stringified ``Callable[[], T]`` annotation at its empty list: no name of ours.
     ("py:class", "collections.abc.Callable[[]"),
+    # numpy.random.Generator, named by its defining module, which numpy's inventory does not list.
+    ("py:class", "numpy.random._generator.Generator"),
+    # What Augment.plan returns: a decode size and windows, read by the data set's reader alone.
+    ("py:class", "parallel_loader.video._samples.augment.Plan"),
 ]
 
 # ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ only those below it:
 * ``_media``: frames out of a container, pixels to RGB, one clip being read.
 * ``_indexes``: indexes from packets, by scanning, from a remote header; the store and the cache.
 * ``_read``: ``read_clip``, ``probe`` and ``frame_count``, for local files and URLs.
-* ``_samples``: sample lists, annotation readers and sampling.
-* ``_datasets``: ``VideoDataset`` and ``VideoFolder``.
+* ``_samples``: sample lists, annotation readers, sampling and spatial augmentation.
+* ``_datasets``: ``VideoDataset`` and ``VideoFolder``, their transforms and ``Mixup`` and ``CutMix``.
 * ``_commands``: ``python -m parallel_loader.video.check`` and ``python -m parallel_loader.video.index``.
 
 Public modules beside this one: ``remote`` (credentials, the network, listing),
@@ -23,6 +23,7 @@ from ._base.errors import VideoDecodeError
 from ._base.facts import VideoIndex
 from ._datasets.dataset import VideoDataset
 from ._datasets.folder import VideoFolder
+from ._datasets.mixing import CutMix, Mixup
 from ._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
 from ._read.clips import VideoInfo, frame_count, probe, read_clip
 from ._samples.annotations import (
@@ -34,6 +35,7 @@ from ._samples.annotations import (
     sample_list,
     ucf101_samples,
 )
+from ._samples.augment import Augment
 from ._samples.exclude import excluded_paths, excluding
 from ._samples.parsing import AnnotationError
 from ._samples.sample_list import SampleList, VideoSample
@@ -44,7 +46,10 @@ __all__ = [
     "SAMPLINGS",
     "VIDEO_EXTENSIONS",
     "AnnotationError",
+    "Augment",
+    "CutMix",
     "IndexCache",
+    "Mixup",
     "SampleList",
     "VideoDataset",
     "VideoDecodeError",

@@ -19,10 +19,12 @@ from ..._core.checks import check_int
 from ..._data.yield_function import YieldFunction
 from ..._faults.quarantine import Quarantine
 from .._indexes.cache import IndexCache, default_index_cache
+from .._samples.augment import Augment
 from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
 from .checks import check_arguments, sample_list_of, usable
+from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
 from .seeds import epoch_order
@@ -33,8 +35,9 @@ __all__ = ["VideoDataset"]
 class VideoDataset(YieldFunction):
     """Batches of clips and labels from a list of samples: whole videos or segments of them.
 
-    A batch is ``(clips, labels)``: clips of shape ``(batch, clip_len, height,
-    width, 3)``, and ``int64`` labels of shape ``(batch,)``. With ``num_clips`` or
+    A batch is ``(clips, labels)``, or ``(clips, labels, indices)`` with
+    ``return_index``. Clips have shape ``(batch, clip_len, height, width, 3)``;
+    labels are ``int64`` of shape ``(batch,)``, or one-hot. With ``num_clips`` or
     ``num_crops``, clips gain a views axis after the batch axis. Training shuffles
     the samples each epoch and augments each clip at random. Evaluation takes
     each sample once, in order, with centred clips and crops. Every random choice
@@ -69,6 +72,13 @@ class VideoDataset(YieldFunction):
         index_cache: where the files' indexes are kept; default: ``default_index_cache()``.
         find_missing: name missing files at construction by listing each folder
             once; ``False`` finds them at their first read instead.
+        augment: the spatial augmentation (scale jitter, random resized crop, flip), see ``Augment``.
+        transform: ``transform(clip, rng) -> clip`` for each clip, ``rng`` drawn from (seed, epoch, position).
+        batch_transform: ``batch_transform(clips, labels, rng) -> (clips, labels)``
+            for each batch, ``rng`` drawn from (seed, epoch, batch index); e.g. ``Mixup``.
+        labels: ``"int"`` or ``"one_hot"`` (``float32`` of shape ``(batch, classes)``).
+        label_smoothing: with one-hot labels, the share of each label spread over all classes.
+        return_index: add each clip's index in ``samples`` to the batch, for per-video metrics.
 
     Raises:
         TypeError: an argument has the wrong type.
@@ -79,7 +89,7 @@ class VideoDataset(YieldFunction):
         VideoDecodeError: with ``on_error="raise"`` and ``exact_counts=True``, a
             file does not open or a sample is too short.
 
-    See :doc:`/video/datasets`.
+    See :doc:`/video/datasets` and :doc:`/video/augmentation`.
     """
 
     def __init__(
@@ -105,6 +115,12 @@ class VideoDataset(YieldFunction):
         quarantine: Quarantine | None = None,
         index_cache: IndexCache | None = None,
         find_missing: bool = True,
+        augment: Augment | None = None,
+        transform: Transform | None = None,
+        batch_transform: BatchTransform | None = None,
+        labels: Labels = "int",
+        label_smoothing: float = 0.0,
+        return_index: bool = False,
     ) -> None:
         args = check_arguments(
             batch_size=batch_size,
@@ -124,6 +140,10 @@ class VideoDataset(YieldFunction):
             index_cache=index_cache,
             find_missing=find_missing,
         )
+        if augment is not None:
+            if not isinstance(augment, Augment):
+                raise TypeError(f"augment must be an Augment or None, got {type(augment).__name__}")
+            augment.check_size(args.size)
         samples = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
         self.clip_len = args.clip_len
@@ -142,6 +162,16 @@ class VideoDataset(YieldFunction):
         self.seek = args.seek
         self.index_cache = args.index_cache
         self.classes = list(samples.classes)
+        self.augment = augment
+        self._outputs = Outputs(
+            transform=transform,
+            batch_transform=batch_transform,
+            labels=labels,
+            label_smoothing=label_smoothing,
+            return_index=return_index,
+            num_classes=len(self.classes),
+            seed=self.seed,
+        )
         self._reader = SampleReader(
             clip_len=self.clip_len,
             stride=self.stride,
@@ -155,6 +185,7 @@ class VideoDataset(YieldFunction):
             num_crops=self.num_crops,
             views=self.views,
             train=self.train,
+            augment=augment,
         )
         self.span = self._reader.span  # the fewest frames a sample needs
         self.quarantine = Quarantine() if quarantine is None else quarantine
@@ -210,12 +241,12 @@ class VideoDataset(YieldFunction):
         """Return the batches per epoch: every sample once, in ``ceil(samples / batch_size)`` batches."""
         return math.ceil(len(self._list) / self.batch_size)
 
-    def __call__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(self, index: int) -> tuple[np.ndarray, ...]:
         """Make batch ``index`` of the current epoch (see ``set_epoch``). Safe to call from several threads at once."""
         epoch, order = self._state
         return self._batch(index, epoch, order)
 
-    def get_batch(self, index: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+    def get_batch(self, index: int, epoch: int) -> tuple[np.ndarray, ...]:
         """Make batch ``index`` of ``epoch``, whatever the current epoch: what a ``DataLoader`` calls.
 
         A batch depends on its epoch through this argument alone. So the loader
@@ -224,16 +255,15 @@ class VideoDataset(YieldFunction):
         order = self._state[1] if epoch == self._state[0] else self._order_cached(epoch)
         return self._batch(index, epoch, order)
 
-    def _batch(self, index: int, epoch: int, order: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _batch(self, index: int, epoch: int, order: np.ndarray | None) -> tuple[np.ndarray, ...]:
         if not 0 <= index < len(self):
             raise IndexError(f"batch index {index} out of range for {len(self)} batches")
         chosen = self._chosen(index, order)
         views = () if self.views is None else (self.views,)
         clips = np.empty((len(chosen), *views, self.clip_len, *self.size, 3), dtype=self.dtype)
-        labels = np.empty(len(chosen), dtype=np.int64)
-        kept = np.ones(len(chosen), dtype=bool)
+        decoded = np.empty(len(chosen), dtype=np.int64)  # the sample decoded for each place, or -1
         for k, (position, sample) in enumerate(chosen):
-            label = load(
+            got = load(
                 clips[k],
                 sample,
                 samples=self._list,
@@ -246,11 +276,13 @@ class VideoDataset(YieldFunction):
                 index=position // self.batch_size,
                 replace=self.train,
             )
-            kept[k] = label is not None
-            labels[k] = -1 if label is None else label
-        if kept.all():
-            return clips, labels
-        return clips[kept], labels[kept]  # evaluation: a bad sample is left out, never another counted twice
+            decoded[k] = -1 if got is None else got
+        kept = decoded >= 0
+        if not kept.all():  # evaluation: a bad sample is left out, never another counted twice
+            clips, decoded = clips[kept], decoded[kept]
+        labels = self._list.labels[decoded].astype(np.int64)
+        positions = [p for (p, _), k in zip(chosen, kept, strict=True) if k]
+        return self._outputs.finish(clips, decoded, labels, positions, epoch, index)
 
     def on_epoch_begin(self, epoch: int) -> None:
         """Called by the DataLoader before the first call of ``epoch``: make that epoch's batches from now on."""

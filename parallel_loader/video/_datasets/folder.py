@@ -13,10 +13,12 @@ from typing import Literal
 from ..._faults.quarantine import Quarantine
 from .._indexes.cache import IndexCache
 from .._samples.annotations import VIDEO_EXTENSIONS, folder_samples
+from .._samples.augment import Augment
 from .._samples.exclude import Exclude
 from .._samples.parsing import root_path
 from .._samples.sampling import Sampling
 from .dataset import VideoDataset
+from .outputs import BatchTransform, Labels, Transform
 
 __all__ = ["VideoFolder"]
 
@@ -55,6 +57,12 @@ class VideoFolder(VideoDataset):
         quarantine: where bad videos are kept, see ``VideoDataset``.
         index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
         find_missing: name files gone since the folders were listed, see ``VideoDataset``.
+        augment: the spatial augmentation, see ``Augment``.
+        transform: a function of each clip and its generator, see ``VideoDataset``.
+        batch_transform: a function of each batch and its generator, e.g. ``Mixup``.
+        labels: ``"int"`` or ``"one_hot"``.
+        label_smoothing: with one-hot labels, the share of each label spread over all classes.
+        return_index: add each clip's index in ``samples`` to the batch.
 
     Raises:
         TypeError: ``root`` is not a path, or an argument has the wrong type.
@@ -66,7 +74,7 @@ class VideoFolder(VideoDataset):
         VideoDecodeError: with ``on_error="raise"`` and ``exact_counts=True``, a
             video does not open or is too short.
 
-    See :doc:`/video/datasets`.
+    See :doc:`/video/datasets` and :doc:`/video/augmentation`.
     """
 
     def __init__(
@@ -93,6 +101,12 @@ class VideoFolder(VideoDataset):
         quarantine: Quarantine | None = None,
         index_cache: IndexCache | None = None,
         find_missing: bool = True,
+        augment: Augment | None = None,
+        transform: Transform | None = None,
+        batch_transform: BatchTransform | None = None,
+        labels: Labels = "int",
+        label_smoothing: float = 0.0,
+        return_index: bool = False,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -114,6 +128,12 @@ class VideoFolder(VideoDataset):
             quarantine=quarantine,
             index_cache=index_cache,
             find_missing=find_missing,
+            augment=augment,
+            transform=transform,
+            batch_transform=batch_transform,
+            labels=labels,
+            label_smoothing=label_smoothing,
+            return_index=return_index,
         )
 
     def _describe(self) -> str:

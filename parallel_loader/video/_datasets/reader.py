@@ -20,6 +20,7 @@ from .._base.errors import VideoDecodeError
 from .._base.info import VideoInfo
 from .._indexes.cache import IndexCache
 from .._read.clips import probe, read_clip
+from .._samples.augment import Augment, Plan
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling, crops, frames_needed, temporal_views
 
@@ -78,6 +79,7 @@ class SampleReader:
         num_crops: crops per clip.
         views: views per sample, or ``None`` for a batch without a views axis.
         train: draw the clips and crops at random; otherwise take the centre ones.
+        augment: the spatial augmentation; ``None`` crops ``decode_size`` frames at random, and flips.
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class SampleReader:
         num_crops: int,
         views: int | None,
         train: bool,
+        augment: Augment | None = None,
     ) -> None:
         self.clip_len = clip_len
         self.stride = stride
@@ -109,6 +112,7 @@ class SampleReader:
         self.num_crops = num_crops
         self.views = views
         self.train = train
+        self.augment = augment
         self._headers: dict[str, VideoInfo] = {}  # headers read, see header
 
     def __getstate__(self) -> dict[str, Any]:
@@ -158,6 +162,20 @@ class SampleReader:
             raise VideoDecodeError(video.path, "its header gives no frame rate, so a segment's times name no frames")
         return frame_range(video.start, video.end, frames, fps)
 
+    def plan(self, video: Video, rng: np.random.Generator | None) -> Plan:
+        """Return the size to decode ``video``'s frames at and the windows to cut, drawn from ``rng`` in training.
+
+        Raises:
+            VideoDecodeError: ``augment`` needs the frame size and the header gives none.
+            OSError: the header cannot be read.
+        """
+        if self.augment is None:
+            return Plan(self.decode_size, crops(self.decode_size, self.size, rng, num_crops=self.num_crops))
+        header = self.header(video.path)
+        if not (header.height > 0 and header.width > 0):
+            raise VideoDecodeError(video.path, "its header gives no frame size, which the augmentation scales by")
+        return self.augment.plan((header.height, header.width), self.size, self.decode_size, rng, self.num_crops)
+
     def needs(self) -> str:
         """Return what a sample needs, for a message: ``"a clip of 16 frames at stride 2 needs (31)"``."""
         if self.sampling == "clip":
@@ -199,7 +217,8 @@ class SampleReader:
         """
         draw = rng if self.train else None
         views = temporal_views(self.sampling, first, stop, self.clip_len, self.stride, draw, num_views=self.num_clips)
-        read = functools.partial(read_clip, video.path, size=self.decode_size, seek=self.seek, index_cache=cache)
+        decode_size, windows = self.plan(video, draw)
+        read = functools.partial(read_clip, video.path, size=decode_size, seek=self.seek, index_cache=cache)
         try:
             if self.sampling == "clip":
                 clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
@@ -211,7 +230,6 @@ class SampleReader:
             if self.exact_counts or "ends after" not in exc.reason:
                 raise
             raise VideoDecodeError(video.path, exc.reason + EXACT_HINT) from exc
-        windows = crops(self.decode_size, self.size, draw, num_crops=self.num_crops)
         targets = iter(out if self.views is not None else [out])
         height, width = self.size
         for clip in clips:

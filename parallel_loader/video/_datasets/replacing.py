@@ -137,7 +137,8 @@ def load(
         replace: draw a replacement for a bad sample (training), or leave it out (evaluation).
 
     Returns:
-        The label of the sample decoded; ``None`` for a bad sample left out (``replace=False``).
+        The index of the sample decoded, a replacement's if it was replaced;
+        ``None`` for a bad sample left out (``replace=False``).
 
     Raises:
         VideoDecodeError: the sample is bad and ``bad`` does not skip, or no replacement decodes.
@@ -176,7 +177,7 @@ def load(
                 reader.decode_into(out, rng, video, first, stop, cache)
                 if replaced is not None:
                     bad.replacements.append((epoch, position, replaced))
-                return video.label
+                return sample
             except (VideoDecodeError, OSError) as exc:  # the file may go away after construction
                 if not bad.skipping():
                     if isinstance(exc, VideoDecodeError) and video.origin:

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CLIP_KEY", "ORDER_KEY", "clip_rng", "epoch_order"]
+__all__ = [
+    "BATCH_KEY",
+    "CLIP_KEY",
+    "ORDER_KEY",
+    "TRANSFORM_KEY",
+    "batch_rng",
+    "clip_rng",
+    "epoch_order",
+    "transform_rng",
+]
 
 # Tag words of the random keys. numpy's SeedSequence ignores trailing zero words,
 # so keys of different lengths can collide ([s, e] == [s, e, 0]); every key here
@@ -17,6 +26,8 @@ __all__ = ["CLIP_KEY", "ORDER_KEY", "clip_rng", "epoch_order"]
 # DataLoader's shuffle tag (0x5348554646, "SHUFF").
 ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
 CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
+TRANSFORM_KEY = 0x5846524D  # "XFRM": a clip's transform=, [seed, TRANSFORM_KEY, epoch, position]
+BATCH_KEY = 0x4241544348  # "BATCH": a batch's batch_transform=, [seed, BATCH_KEY, epoch, index]
 
 
 def epoch_order(seed: int, epoch: int, count: int) -> np.ndarray:
@@ -34,3 +45,13 @@ def clip_rng(seed: int, epoch: int, position: int, attempt: int) -> np.random.Ge
         attempt: how many samples were tried for this place before (0 unless one was replaced).
     """
     return np.random.default_rng([seed, CLIP_KEY, epoch, position, attempt])
+
+
+def transform_rng(seed: int, epoch: int, position: int) -> np.random.Generator:
+    """Return the generator a clip's ``transform`` receives: the sample's place ``position`` in epoch ``epoch``."""
+    return np.random.default_rng([seed, TRANSFORM_KEY, epoch, position])
+
+
+def batch_rng(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """Return the generator batch ``index`` of epoch ``epoch`` gives its ``batch_transform``."""
+    return np.random.default_rng([seed, BATCH_KEY, epoch, index])
