@@ -16,6 +16,7 @@ import pytest
 
 from parallel_loader.video import (
     IndexCache,
+    VideoDataset,
     VideoDecodeError,
     frame_count,
     probe,
@@ -23,7 +24,7 @@ from parallel_loader.video import (
     read_frames_at,
 )
 from parallel_loader.video._media.streams import chosen_stream
-from tests.video_files import indexed_frame
+from tests.video_files import frame_indices, indexed_frame, video_id
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -233,3 +234,100 @@ def test_read_frames_at_takes_a_size_and_a_stream(files, cache):
     got = read_frames_at(two.path, [0.0, 0.45], size=(12, 16), stream=0, index_cache=cache)
     assert got.shape == (2, 12, 16, 3)
     np.testing.assert_array_equal(read_frames_at(two.path, [0.13], stream=0, index_cache=cache)[0], two.streams[0][3])
+
+
+# ---------------------------------------------------------------------------------------------- datasets
+
+CLIP = 8
+FPS = 30.0
+
+
+def _dataset(rows, cache, **kwargs) -> VideoDataset:
+    options = dict(batch_size=1, clip_len=CLIP, size=SIZE, crop_fraction=1.0, dtype="uint8", index_cache=cache)
+    return VideoDataset(rows, **{**options, **kwargs})
+
+
+def _with_end(times: np.ndarray) -> np.ndarray:
+    return np.append(times, times[-1] + (times[-1] - times[-2]))
+
+
+@pytest.mark.parametrize("name", list(FILES))
+def test_fps_clips_in_evaluation_are_the_frames_played_at_their_times(files, cache, name):
+    """Three clips spread evenly: clip j starts at the first frame's time plus (2j + 1) / 6 of the room left."""
+    video = files[name]
+    data = _dataset([(video.path, 0)], cache, fps=FPS, train=False, num_clips=3)
+    clips, _ = data(0)
+    times = _with_end(video.times)
+    room = times[-1] - times[0] - (CLIP - 1) / FPS
+    for j in range(3):
+        t0 = times[0] + room * (2 * j + 1) / 6
+        expected = _played(times, t0 + np.arange(CLIP) / FPS)
+        assert frame_indices(clips[0, j]) == expected.tolist(), f"clip {j}"
+
+
+@pytest.mark.parametrize("name", list(FILES))
+def test_fps_clips_in_training_are_the_frames_played_at_some_start(files, cache, name):
+    """Whatever start is drawn, each frame k is the one played at start + k / fps: their intervals meet."""
+    video = files[name]
+    times = _with_end(video.times)
+    data = _dataset([(video.path, 0)], cache, fps=FPS, train=True, seed=3)
+    steps = np.arange(CLIP) / FPS
+    starts = set()
+    for epoch in range(6):
+        got = np.asarray(frame_indices(data.get_batch(0, epoch)[0][0]))
+        latest, earliest = (times[got] - steps).max(), (times[got + 1] - steps).min()
+        assert latest < earliest, f"epoch {epoch}: frames {got.tolist()} are no clip at {FPS} fps"
+        starts.add(int(got[0]))
+        np.testing.assert_array_equal(data.get_batch(0, epoch)[0], data.get_batch(0, epoch)[0])  # seeded
+    assert len(starts) > 1  # the start is drawn
+
+
+def test_fps_clips_last_the_same_time_whatever_the_files_rate(files, cache):
+    spans = {}
+    for name in ("fps25", "fps30", "fps60"):
+        video = files[name]
+        got = frame_indices(_dataset([(video.path, 0)], cache, fps=FPS, train=False)(0)[0][0])
+        spans[name] = video.times[got[-1]] - video.times[got[0]]
+    assert all(abs(span - (CLIP - 1) / FPS) < 0.041 for span in spans.values()), spans
+
+
+@pytest.mark.parametrize(("name", "start", "end"), [("vfr", 0.3, 0.7), ("vfr_h264", 0.14, 0.52), ("fps60", 0.25, 0.5)])
+def test_segments_map_to_frames_by_timestamps(files, cache, name, start, end):
+    """A segment [start, end) holds the frames whose times, from the first frame's, fall in it."""
+    video = files[name]
+    relative = video.times - video.times[0]
+    first, stop = np.searchsorted(relative, [start - 1e-9, end - 1e-9])
+    data = _dataset([(video.path, 0, start, end)], cache, clip_len=int(stop - first), train=False)
+    assert frame_indices(data(0)[0][0]) == list(range(first, stop))
+
+
+def test_a_dataset_reads_the_stream_it_is_given(files, cache):
+    two = files["two"]
+    assert video_id(_dataset([(two.path, 0)], cache, train=False)(0)[0][0]) == 3  # FFmpeg's best
+    assert video_id(_dataset([(two.path, 0)], cache, train=False, stream=0)(0)[0][0]) == 2
+    clips, _ = _dataset([(two.path, 0)], cache, train=False, stream=0, fps=10.0, clip_len=4)(0)
+    # 12 frames at 25 fps last 0.48 s; 4 frames at 10 fps span 0.3 s; the centred clip starts at 0.09 s.
+    assert frame_indices(clips[0]) == _played(_with_end(np.arange(12) / 25), 0.09 + np.arange(4) / 10).tolist()
+
+
+def test_a_clip_longer_than_the_video_at_fps_fails_naming_the_file(files, cache):
+    data = _dataset([(files["fps25"].path, 0)], cache, clip_len=40, fps=FPS, train=False)
+    with pytest.raises(VideoDecodeError, match=r"fps25\.mkv: frames 0 to 29 last 1\.2 s, too short for 40 frames"):
+        data(0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(fps=0), ValueError, "fps must be positive"),
+        (dict(fps=float("inf")), ValueError, "fps must be positive"),
+        (dict(fps="30"), TypeError, "fps must be a number"),
+        (dict(fps=30, stride=2), ValueError, "pass stride=1"),
+        (dict(fps=30, sampling="segments"), ValueError, "fps applies to sampling='clip' only"),
+        (dict(stream=-1), ValueError, "stream"),
+        (dict(stream="0"), TypeError, "stream"),
+    ],
+)
+def test_bad_stream_or_fps_arguments_fail_at_construction(files, cache, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        _dataset([(files["fps25"].path, 0)], cache, **kwargs)
