@@ -6,6 +6,8 @@ the expected frames come from PyAV's own decode and the timestamps it reports.
 
 from __future__ import annotations
 
+import threading
+import time
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +25,9 @@ from parallel_loader.video import (
     read_clip,
     read_frames_at,
 )
+from parallel_loader.video._bytes import range_file
 from parallel_loader.video._media.streams import chosen_stream
+from tests.remote_servers import RangeServer
 from tests.video_files import frame_indices, indexed_frame, video_id
 
 pytestmark = pytest.mark.timeout(60)
@@ -102,6 +106,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SimpleNamespace
     ]
     path = _write(folder / "two.mkv", two, "matroska")
     out["two"] = SimpleNamespace(path=path, streams=[_decoded(path, 0)[0], _decoded(path, 1)[0]])
+    for spec in two:
+        spec["codec"] = "libx264"
+    path = _write(folder / "two.mp4", two, "mp4")  # an MP4 is indexed remotely from its header
+    out["two_mp4"] = SimpleNamespace(path=path, streams=[_decoded(path, 0)[0], _decoded(path, 1)[0]])
     return out
 
 
@@ -143,6 +151,43 @@ def test_a_stream_that_is_not_there_fails_naming_the_file_and_its_streams(files,
         read_clip(two.path, 0, 1, stream=stream, index_cache=cache)
     with pytest.raises(VideoDecodeError, match=r"has no stream"):
         probe(two.path, stream=stream)
+
+
+@pytest.fixture(scope="module")
+def http(files):
+    """The files over HTTP with Range. fsspec's event loop lives as long as the process: started before the tests."""
+    with RangeServer(files["two"].path.parent) as server:
+        read_clip(f"{server.url}/{files['fps25'].path.name}", 0, 1, index_cache=IndexCache(None))
+        yield server
+
+
+@pytest.fixture()
+def served_threads_end(http):
+    """The server's threads for the test's connections end with it (each within the test's time)."""
+    before = set(threading.enumerate())
+    yield
+    deadline = time.monotonic() + 10
+    for thread in set(threading.enumerate()) - before:
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+@pytest.mark.parametrize("name", ["two", "two_mp4"])
+def test_a_url_reads_the_stream_asked_for(files, http, served_threads_end, monkeypatch, name):
+    """Over HTTP: an MKV is fetched whole to be indexed, an MP4's index comes from its header (read in small parts)."""
+    monkeypatch.setattr(range_file, "TAIL_BYTES", 1 << 10)
+    monkeypatch.setattr(range_file, "HEAD_BYTES", 1 << 9)
+    video = files[name]
+    cache = IndexCache(None)
+    url = f"{http.url}/{video.path.name}"
+    for stream, expected in [(None, video.streams[1]), (0, video.streams[0]), (1, video.streams[1])]:
+        got = read_clip(url, 2, 5, 2, stream=stream, index_cache=cache)
+        np.testing.assert_array_equal(got, expected[2:11:2], err_msg=f"stream {stream}")
+    assert frame_count(url, index_cache=cache, stream=0) == 12 and frame_count(url, index_cache=cache) == 15
+    counts = (probe(url, stream=0).frames, probe(url).frames)
+    assert counts == ((12, 15) if name == "two_mp4" else (0, 0))  # an MKV's header counts no frames
+    assert cache.latest(url, 0)[2] and cache.latest(url)[2]  # each stream's packet table kept with its index
+    with pytest.raises(VideoDecodeError, match=r"has no stream 5: it has stream 0 \(video, (ffv1|h264)"):
+        read_clip(url, 0, 1, stream=5, index_cache=cache)
 
 
 @pytest.mark.parametrize(("stream", "error"), [(-1, ValueError), (1.0, TypeError), (True, TypeError)])
