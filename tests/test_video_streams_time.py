@@ -214,6 +214,60 @@ def test_a_stream_that_is_not_video_fails_naming_its_kind(tmp_path, cache):
     assert read_clip(path, 0, 3, index_cache=cache).shape == (3, *SIZE, 3)  # the default skips the audio
 
 
+def _cover(output: av.container.OutputContainer) -> list[av.Packet]:
+    """Add a cover picture to ``output``: a PNG stream marked as an attached picture; return its packets."""
+    cover = output.add_stream("png", rate=1)
+    cover.width, cover.height, cover.pix_fmt = 16, 16, "rgb24"
+    cover.disposition = av.stream.Disposition.attached_pic
+    return (
+        cover.encode(av.VideoFrame.from_ndarray(np.full((16, 16, 3), 200, np.uint8), format="rgb24")) + cover.encode()
+    )
+
+
+@pytest.fixture(scope="module")
+def covered(tmp_path_factory) -> SimpleNamespace:
+    """An MP4 with a cover picture (stream 1), and an MP3 whose only video stream is its cover."""
+    folder = tmp_path_factory.mktemp("covers")
+    video_path, song_path = folder / "cover.mp4", folder / "song.mp3"
+    with av.open(str(video_path), "w") as output:
+        video = output.add_stream("libx264", rate=25)
+        video.width, video.height, video.pix_fmt = SIZE[1], SIZE[0], "yuv420p"
+        video.options = {"g": "4", "bf": "0", "crf": "10"}
+        cover = _cover(output)
+        for i in range(10):
+            frame = av.VideoFrame.from_ndarray(indexed_frame(i, 4, SIZE), format="rgb24")
+            frame.pts = i
+            output.mux(video.encode(frame) + (cover if i == 0 else []))
+        output.mux(video.encode())
+    with av.open(str(song_path), "w") as output:
+        audio = output.add_stream("mp3", rate=8000)
+        output.mux(_cover(output))
+        for i in range(3):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1152), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 8000, 1152 * i
+            output.mux(audio.encode(frame))
+        output.mux(audio.encode())
+    return SimpleNamespace(video=video_path, frames=_decoded(video_path, 0)[0], song=song_path)
+
+
+def test_a_cover_picture_is_read_only_when_asked_for(covered, cache):
+    with av.open(str(covered.video)) as container:  # the file is what the test needs
+        assert container.streams[1].disposition & av.stream.Disposition.attached_pic
+    np.testing.assert_array_equal(read_clip(covered.video, 0, 10, index_cache=cache), covered.frames)
+    cover = read_clip(covered.video, 0, 1, stream=1, index_cache=cache)
+    assert cover.shape == (1, 16, 16, 3) and (cover == 200).all()
+    with pytest.raises(VideoDecodeError, match=r"stream 1 \(video, png, 16x16, attached picture\)"):
+        read_clip(covered.video, 0, 1, stream=3, index_cache=cache)
+
+
+def test_a_file_whose_only_video_is_a_cover_picture_is_no_video(covered, cache):
+    with av.open(str(covered.song)) as container:  # FFmpeg ranks the cover best
+        assert container.streams.best("video").disposition & av.stream.Disposition.attached_pic
+    with pytest.raises(VideoDecodeError, match=r"song\.mp3: cannot be opened as a video \(the file has only attached"):
+        read_clip(covered.song, 0, 1, index_cache=cache)
+    assert (read_clip(covered.song, 0, 1, stream=1, index_cache=cache) == 200).all()  # asked for: given
+
+
 class _Streams(list):
     """A container's streams as PyAV lists them, ``best`` ranking as FFmpeg would (a stand-in)."""
 
@@ -230,7 +284,8 @@ def _fake(streams: list[SimpleNamespace], best: int) -> SimpleNamespace:
 def test_an_attached_picture_is_never_the_default_even_when_ffmpeg_ranks_it_best():
     """FFmpeg's ranking can pick a cover picture marked default: the first other video stream is read instead.
 
-    PyAV 18 cannot write a stream that demuxes as an attached picture, so the container is a stand-in.
+    FFmpeg's muxers store covers after the video streams, and PyAV 18 could not write one that ranks best
+    beside a video (marked default, the cover was written as a plain track): the container is a stand-in.
     """
     attached = av.stream.Disposition.attached_pic
     cover = SimpleNamespace(index=0, type="video", disposition=attached | av.stream.Disposition.default)
