@@ -16,6 +16,7 @@ import av
 import numpy as np
 import pytest
 
+from parallel_loader import DataLoader
 from parallel_loader.video import (
     IndexCache,
     VideoDataset,
@@ -414,6 +415,30 @@ def test_a_clip_longer_than_the_video_at_fps_fails_naming_the_file(files, cache)
     data = _dataset([(files["fps25"].path, 0)], cache, clip_len=40, fps=FPS, train=False)
     with pytest.raises(VideoDecodeError, match=r"fps25\.mkv: frames 0 to 29 last 1\.2 s, too short for 40 frames"):
         data(0)
+
+
+def test_a_segment_too_short_at_fps_is_skipped_alone(files, cache):
+    """The file's other segment is fine: only the short segment is listed, and exact_counts finds it at construction."""
+    path = files["fps60"].path
+    rows = [(path, 0, 0.0, 0.5), (path, 0, 0.5, 0.6)]  # 8 frames at 30 fps span 0.23 s: the second lasts 0.1 s
+    for exact in (False, True):
+        data = _dataset(rows, cache, fps=FPS, train=True, on_error="skip", exact_counts=exact, batch_size=2, seed=1)
+        clips, _ = data(0)
+        assert len(clips) == 2 and all(max(frame_indices(c)) < 30 for c in clips)  # the short one replaced
+        assert list(data.skipped) == [f"{path} [0.5, 0.6) s"], exact
+        assert data.skipped[f"{path} [0.5, 0.6) s"].startswith("frames 30 to 35 last 0.1 s, too short for 8 frames")
+
+
+def test_fps_clips_are_the_same_whatever_the_thread_count(files, cache):
+    rows = [(files[name].path, k) for k, name in enumerate(FILES)] * 2
+    batches = {}
+    for threads in (1, 3):
+        data = _dataset(rows, cache, fps=FPS, train=True, seed=5, batch_size=2)
+        with DataLoader(data, num_threads=threads, seed=5, ordered=True) as loader:
+            batches[threads] = [clips for clips, _ in loader]
+    assert len(batches[1]) == len(rows) // 2
+    for one, three in zip(batches[1], batches[3], strict=True):
+        np.testing.assert_array_equal(one, three)
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from .._indexes.cache import IndexCache
 from .._read.clips import probe, read_clip, read_frames
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling, crops, frames_needed, temporal_views
-from .timing import segment_frames, time_views
+from .timing import segment_frames, time_views, too_short
 
 __all__ = ["EXACT_HINT", "SampleReader", "SampleView", "Video", "frame_range", "listed"]
 
@@ -168,8 +168,21 @@ class SampleReader:
             raise VideoDecodeError(video.path, "its header gives no frame rate, so a segment's times name no frames")
         return frame_range(video.start, video.end, frames, fps)
 
+    def lacking(self, video: Video, first: int, stop: int, cache: IndexCache) -> str:
+        """Return why ``video``'s frames ``first`` to ``stop - 1`` give no clip, or "" when they give one.
+
+        Raises:
+            VideoDecodeError: with ``fps``, the file's timestamps cannot place frames in time.
+        """
+        if self.fps is None or stop <= first:
+            return "" if stop - first >= self.span else self.too_few(video, first, stop)
+        index = cache.get(video.path, stream=self.stream)
+        return too_short(index, first, stop, self.clip_len, self.fps, video.path)
+
     def needs(self) -> str:
         """Return what a sample needs, for a message: ``"a clip of 16 frames at stride 2 needs (31)"``."""
+        if self.fps is not None:
+            return f"a clip of {self.clip_len} frames at {self.fps:g} fps needs ({self.span})"
         if self.sampling == "clip":
             return f"a clip of {self.clip_len} frames at stride {self.stride} needs ({self.span})"
         return f"{self.clip_len} segments need ({self.span})"

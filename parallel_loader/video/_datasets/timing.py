@@ -28,7 +28,7 @@ from .._media.streams import check_stream
 from .._read.times import display_times
 from .._samples.sampling import Sampling
 
-__all__ = ["check_timing", "segment_frames", "time_views"]
+__all__ = ["check_timing", "segment_frames", "time_views", "too_short"]
 
 _SLACK = 1e-9  # seconds: a segment's bound written as 0.1 s holds the frame whose timestamp is 0.1 s
 
@@ -94,19 +94,38 @@ def time_views(
             index cannot place frames in time.
     """
     times = display_times(index, path)
-    stop = min(stop, index.frames)  # a damaged file's header may claim more frames than the index holds
-    begin, end = float(times[first]), float(times[stop])
-    span = (clip_len - 1) / fps
-    room = end - begin - span
-    if room <= 0:
-        raise VideoDecodeError(
-            path,
-            f"frames {first} to {stop - 1} last {end - begin:g} s, too short for {clip_len} frames at {fps:g} fps "
-            f"(more than {span:g} s)",
-        )
+    problem = too_short(index, first, stop, clip_len, fps, path)
+    if problem:
+        raise VideoDecodeError(path, problem)
+    begin, room = _room(times, first, min(stop, index.frames), clip_len, fps)
     if rng is not None:
         starts = [begin + room * float(rng.random())]
     else:
         starts = [begin + room * (2 * j + 1) / (2 * num_views) for j in range(num_views)]
     steps = np.arange(clip_len, dtype=np.float64) / fps
     return [np.searchsorted(times, t0 + steps, side="right").astype(np.int64) - 1 for t0 in starts]
+
+
+def too_short(index: VideoIndex, first: int, stop: int, clip_len: int, fps: float, path: str | os.PathLike[str]) -> str:
+    """Why frames ``first`` to ``stop - 1`` last too short a time for ``clip_len`` frames at ``fps``; "" if they do not.
+
+    Raises:
+        VideoDecodeError: the index cannot place frames in time.
+    """
+    stop = min(stop, index.frames)  # a damaged file's header may claim more frames than the index holds
+    if stop <= first:
+        return f"has no frame for a clip of {clip_len} frames at {fps:g} fps"
+    times = display_times(index, path)
+    begin, room = _room(times, first, stop, clip_len, fps)
+    if room > 0:
+        return ""
+    return (
+        f"frames {first} to {stop - 1} last {float(times[stop]) - begin:g} s, too short for {clip_len} frames "
+        f"at {fps:g} fps (more than {(clip_len - 1) / fps:g} s)"
+    )
+
+
+def _room(times: np.ndarray, first: int, stop: int, clip_len: int, fps: float) -> tuple[float, float]:
+    """The first frame's display time, and how far after it a clip may start and end before frame ``stop``."""
+    begin = float(times[first])
+    return begin, float(times[stop]) - begin - (clip_len - 1) / fps
