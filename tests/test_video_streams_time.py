@@ -316,6 +316,8 @@ def test_read_frames_at_gives_the_frame_played_at_each_time(files, cache, name):
     np.testing.assert_array_equal(read_frames_at(video.path, seconds, index_cache=cache), expected)
     # Both ways an index is made keep the timestamps: from an MP4's packets, and by decoding an MKV of FFV1.
     assert cache.get(video.path).made_by == ("packets" if name == "vfr_h264" else "decoding")
+    with av.open(str(video.path)) as container:  # the time base is kept, on disk too
+        assert IndexCache(cache.directory).get(video.path).time_base == container.streams.video[0].time_base
 
 
 def test_read_frames_at_times_outside_the_video_fail_naming_the_range(files, cache):
