@@ -187,6 +187,8 @@ def test_a_url_reads_the_stream_asked_for(files, http, served_threads_end, monke
     counts = (probe(url, stream=0).frames, probe(url).frames)
     assert counts == ((12, 15) if name == "two_mp4" else (0, 0))  # an MKV's header counts no frames
     assert cache.latest(url, 0)[2] and cache.latest(url)[2]  # each stream's packet table kept with its index
+    at = read_frames_at(url, [0.05, 0.0, 0.45], stream=0, index_cache=cache)  # 25 fps: frames 1, 0 and 11
+    np.testing.assert_array_equal(at, video.streams[0][[1, 0, 11]])
     with pytest.raises(VideoDecodeError, match=r"has no stream 5: it has stream 0 \(video, (ffv1|h264)"):
         read_clip(url, 0, 1, stream=5, index_cache=cache)
 
