@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,8 @@ from parallel_loader.video._indexes.store import IndexStore, Record
 from .video_files import write_encoded_video, write_video
 
 REPO = Path(__file__).resolve().parent.parent
+
+MP4_TICK = Fraction(1, 15360)  # a common MP4 time base: every index keeps its own
 
 
 @pytest.fixture
@@ -88,14 +91,14 @@ def test_torn_damaged_and_stale_records_are_never_trusted(tmp_path, counted):
     for p in paths:
         cache.get(p)
     cache.close()
-    (segment,) = store.glob("v1/*.seg")
+    (segment,) = store.glob("v2/*.seg")
     data = segment.read_bytes()
     third = data.rfind(b"VIX1")
     second = data.rfind(b"VIX1", 0, third)
     damaged = bytearray(data[:third])
     damaged[second + 20] ^= 0xFF  # a flipped bit in the second record: its checksum fails
     segment.write_bytes(bytes(damaged) + data[third : third + 15])  # the third is cut short
-    (store / "v1" / "other.seg").write_bytes(b"no records here" * 10)  # not a segment at all
+    (store / "v2" / "other.seg").write_bytes(b"no records here" * 10)  # not a segment at all
     counted.clear()
     again = IndexCache(store)
     assert [again.get(p).frames for p in paths] == [10, 11, 12]
@@ -170,7 +173,7 @@ def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_
 def test_a_million_entries_fit_the_documented_bound_without_eviction():
     """1,000,000 synthetic entries (Kinetics-like: 300 frames, 5 keyframes, a 63-character path), no video."""
     cache = IndexCache(None)
-    index = VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS)
+    index = VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS, time_base=MP4_TICK)
     body = encode(index)
     count = 1_000_000
     with cache._lock:
@@ -191,7 +194,9 @@ def test_the_charge_is_what_python_allocates():
     import tracemalloc
 
     cache = IndexCache(None)
-    body = encode(VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS))
+    body = encode(
+        VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS, time_base=MP4_TICK)
+    )
     entries = []
     for k in range(20_000):
         name = f"/data/kinetics700/train/class_{k % 700:03d}/{k:011d}_000010_000020.mp4"
@@ -226,7 +231,7 @@ def test_read_clip_keeps_what_it_learns_in_the_default_store(tmp_path, video_ind
     path = write_video(tmp_path / "v.avi", 20)
     clip = read_clip(path, 3, 4, 2)
     assert clip.shape[0] == 4 and counted == [str(path)]
-    assert list(video_index_store.glob("v1/*.seg"))
+    assert list(video_index_store.glob("v2/*.seg"))
     counted.clear()
     np.testing.assert_array_equal(read_clip(path, 3, 4, 2, index_cache=IndexCache()), clip)
     assert counted == []

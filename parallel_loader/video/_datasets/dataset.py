@@ -28,6 +28,7 @@ from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
 from .seeds import epoch_order
+from .timing import check_timing
 
 __all__ = ["VideoDataset"]
 
@@ -79,6 +80,11 @@ class VideoDataset(YieldFunction):
         labels: ``"int"`` or ``"one_hot"`` (``float32`` of shape ``(batch, classes)``).
         label_smoothing: with one-hot labels, the share of each label spread over all classes.
         return_index: add each clip's index in ``samples`` to the batch, for per-video metrics.
+        stream: the stream read from each file, by its number; ``None`` takes
+            the video stream FFmpeg picks as best (see ``read_clip``).
+        fps: sample each clip at this many frames a second, by the files'
+            timestamps, instead of ``stride`` frames apart. Clips then last
+            ``clip_len / fps`` seconds whatever each file's frame rate.
 
     Raises:
         TypeError: an argument has the wrong type.
@@ -121,7 +127,10 @@ class VideoDataset(YieldFunction):
         labels: Labels = "int",
         label_smoothing: float = 0.0,
         return_index: bool = False,
+        stream: int | None = None,
+        fps: float | None = None,
     ) -> None:
+        self.stream, self.fps = check_timing(stream, fps, sampling, stride)
         args = check_arguments(
             batch_size=batch_size,
             clip_len=clip_len,
@@ -186,6 +195,8 @@ class VideoDataset(YieldFunction):
             views=self.views,
             train=self.train,
             augment=augment,
+            stream=self.stream,
+            fps=self.fps,
         )
         self.span = self._reader.span  # the fewest frames a sample needs
         self.quarantine = Quarantine() if quarantine is None else quarantine

@@ -63,6 +63,8 @@ class VideoFolder(VideoDataset):
         labels: ``"int"`` or ``"one_hot"``.
         label_smoothing: with one-hot labels, the share of each label spread over all classes.
         return_index: add each clip's index in ``samples`` to the batch.
+        stream: the stream read from each video, see ``VideoDataset``.
+        fps: sample each clip at this many frames a second, see ``VideoDataset``.
 
     Raises:
         TypeError: ``root`` is not a path, or an argument has the wrong type.
@@ -107,6 +109,8 @@ class VideoFolder(VideoDataset):
         labels: Labels = "int",
         label_smoothing: float = 0.0,
         return_index: bool = False,
+        stream: int | None = None,
+        fps: float | None = None,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -134,6 +138,8 @@ class VideoFolder(VideoDataset):
             labels=labels,
             label_smoothing=label_smoothing,
             return_index=return_index,
+            stream=stream,
+            fps=fps,
         )
 
     def _describe(self) -> str:
