@@ -98,6 +98,7 @@ SURFACE = {
         "kinetics_samples",
         "probe",
         "read_clip",
+        "read_frames_at",
         "sample_list",
         "set_default_index_cache",
         "ucf101_samples",

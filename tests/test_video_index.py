@@ -323,8 +323,8 @@ class FlakyReads:
         self.open_video, self.failures, self.seeks = open_video, failures, []
 
     @contextlib.contextmanager
-    def __call__(self, path):
-        with self.open_video(path) as (container, stream):
+    def __call__(self, path, stream=None):
+        with self.open_video(path, stream) as (container, stream):
             yield _FlakyContainer(container, self), stream
 
     def fail(self, kind: str) -> None:

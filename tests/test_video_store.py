@@ -88,14 +88,14 @@ def test_torn_damaged_and_stale_records_are_never_trusted(tmp_path, counted):
     for p in paths:
         cache.get(p)
     cache.close()
-    (segment,) = store.glob("v1/*.seg")
+    (segment,) = store.glob("v2/*.seg")
     data = segment.read_bytes()
     third = data.rfind(b"VIX1")
     second = data.rfind(b"VIX1", 0, third)
     damaged = bytearray(data[:third])
     damaged[second + 20] ^= 0xFF  # a flipped bit in the second record: its checksum fails
     segment.write_bytes(bytes(damaged) + data[third : third + 15])  # the third is cut short
-    (store / "v1" / "other.seg").write_bytes(b"no records here" * 10)  # not a segment at all
+    (store / "v2" / "other.seg").write_bytes(b"no records here" * 10)  # not a segment at all
     counted.clear()
     again = IndexCache(store)
     assert [again.get(p).frames for p in paths] == [10, 11, 12]
@@ -226,7 +226,7 @@ def test_read_clip_keeps_what_it_learns_in_the_default_store(tmp_path, video_ind
     path = write_video(tmp_path / "v.avi", 20)
     clip = read_clip(path, 3, 4, 2)
     assert clip.shape[0] == 4 and counted == [str(path)]
-    assert list(video_index_store.glob("v1/*.seg"))
+    assert list(video_index_store.glob("v2/*.seg"))
     counted.clear()
     np.testing.assert_array_equal(read_clip(path, 3, 4, 2, index_cache=IndexCache()), clip)
     assert counted == []

@@ -6,9 +6,9 @@ only those below it:
 
 * ``_base``: what a file's frames are (``VideoIndex``), a source's key and URL rules.
 * ``_bytes``: where bytes come from: a local file, an object in a store, ranged reads.
-* ``_media``: frames out of a container, pixels to RGB, one clip being read.
+* ``_media``: which stream is read, frames out of a container, pixels to RGB, one clip being read.
 * ``_indexes``: indexes from packets, by scanning, from a remote header; the store and the cache.
-* ``_read``: ``read_clip``, ``probe`` and ``frame_count``, for local files and URLs.
+* ``_read``: ``read_clip``, ``read_frames_at``, ``probe`` and ``frame_count``, for local files and URLs.
 * ``_samples``: sample lists, annotation readers and sampling.
 * ``_datasets``: ``VideoDataset`` and ``VideoFolder``.
 * ``_commands``: ``python -m parallel_loader.video.check`` and ``python -m parallel_loader.video.index``.
@@ -25,6 +25,7 @@ from ._datasets.dataset import VideoDataset
 from ._datasets.folder import VideoFolder
 from ._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
 from ._read.clips import VideoInfo, frame_count, probe, read_clip
+from ._read.times import read_frames_at
 from ._samples.annotations import (
     KINETICS_PATTERN,
     VIDEO_EXTENSIONS,
@@ -61,6 +62,7 @@ __all__ = [
     "kinetics_samples",
     "probe",
     "read_clip",
+    "read_frames_at",
     "sample_list",
     "set_default_index_cache",
     "ucf101_samples",

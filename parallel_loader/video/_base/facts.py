@@ -15,7 +15,8 @@ See :doc:`/video/indexes`.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -26,7 +27,7 @@ __all__ = ["DECODING", "PACKETS", "VideoIndex", "decode", "encode", "get_varint"
 PACKETS = "packets"  # from the container's packets, without decoding (see ``_indexes.packets``)
 DECODING = "decoding"  # by decoding every frame once (see ``_indexes.scan``)
 
-_SEEKABLE, _INTACT, _TABLE, _FROM_PACKETS, _SEEK_BACK, _UNSORTED = 1, 2, 4, 8, 16, 32  # bits of the flags byte
+_SEEKABLE, _INTACT, _TABLE, _FROM_PACKETS, _SEEK_BACK, _UNSORTED, _TIME_BASE = 1, 2, 4, 8, 16, 32, 64  # flag bits
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +51,8 @@ class VideoIndex:
             without an index (MPEG-TS and PS) seek by their packets' decoding
             timestamps. With B-frames these come before the presentation ones.
             So a seek aimed at the keyframe's own timestamp lands after it.
+        time_base: the seconds one timestamp tick lasts, or None when not known.
+            With it and the timestamps, ``timed`` is True, and frames can be found by time.
 
     See :doc:`/video/decoding`.
     """
@@ -69,6 +72,12 @@ class VideoIndex:
     intact: bool = False  # the safe claim for an index made by hand: not known to be whole
     made_by: str = DECODING
     seek_back: int = 0
+    time_base: Fraction | None = None
+
+    @property
+    def timed(self) -> bool:
+        """Whether the index holds every frame's timestamp and their time base: frames can be found by time."""
+        return self.time_base is not None and (self.pts_table is not None or self.pts_step > 0)
 
     def seek_target(self, key: int) -> int:
         """The timestamp a seek for keyframe ``key`` aims at: at or before where its packet is."""
@@ -109,15 +118,21 @@ class VideoIndex:
 
     def distrusted(self, reason: str) -> VideoIndex:
         """This file's index once its seeks are found not to be exact: frames decoded from the first."""
-        return VideoIndex(frames=self.frames, reason=reason, intact=self.intact, made_by=self.made_by)
+        return replace(self, keyframes=(0,), seekable=False, reason=reason, seek_back=0)
 
 
 def regular_or_table(
-    frames: int, keyframes: tuple[int, ...], pts: np.ndarray, intact: bool, made_by: str, seek_back: int = 0
+    frames: int,
+    keyframes: tuple[int, ...],
+    pts: np.ndarray,
+    intact: bool,
+    made_by: str,
+    seek_back: int = 0,
+    time_base: Fraction | None = None,
 ) -> VideoIndex:
     """A seekable index over the rising timestamps ``pts``, as start and step when they are evenly spaced."""
     step = int(pts[1] - pts[0]) if frames > 1 else 1
-    common = dict(intact=intact, made_by=made_by, seek_back=seek_back)
+    common = dict(intact=intact, made_by=made_by, seek_back=seek_back, time_base=time_base)
     if np.array_equal(pts, pts[0] + step * np.arange(frames, dtype=np.int64)):
         return VideoIndex(frames, keyframes, True, "", int(pts[0]), step, None, **common)
     return VideoIndex(frames, keyframes, True, "", pts_table=pts, **common)
@@ -132,6 +147,7 @@ def encode(index: VideoIndex) -> bytes:
         | _FROM_PACKETS * (index.made_by == PACKETS)
         | _SEEK_BACK * (index.seek_back != 0)
         | _UNSORTED * (index.pts_table is not None and bool((np.diff(index.pts_table) < 0).any()))
+        | _TIME_BASE * (index.time_base is not None)
     )
     out = bytearray([flags])
     put_varint(out, index.frames)
@@ -155,6 +171,9 @@ def encode(index: VideoIndex) -> bytes:
         put_varint(out, _zigzag(index.pts_step))
     if index.seek_back:  # last, so that a reader without this field still reads the rest alike
         put_varint(out, _zigzag(index.seek_back))
+    if index.time_base is not None:  # after seek_back, for the same reason
+        put_varint(out, index.time_base.numerator)
+        put_varint(out, index.time_base.denominator)
     return bytes(out)
 
 
@@ -194,9 +213,13 @@ def decode(data: bytes | memoryview, offset: int = 0) -> VideoIndex:
         if flags & _SEEK_BACK:
             back, pos = get_varint(data, pos)
             common["seek_back"] = _unzigzag(back)
+        if flags & _TIME_BASE:
+            numerator, pos = get_varint(data, pos)
+            denominator, pos = get_varint(data, pos)
+            common["time_base"] = Fraction(numerator, denominator)
         return VideoIndex(frames, tuple(keyframes), **timing, **common)
-    except IndexError:
-        raise ValueError("a video index cut short") from None
+    except (IndexError, ZeroDivisionError):
+        raise ValueError("a video index cut short or damaged") from None
 
 
 def put_varint(out: bytearray, value: int) -> None:

@@ -24,6 +24,7 @@ __all__ = [
     "is_url",
     "local_key",
     "shown_url",
+    "stream_slot",
     "url_name",
     "url_scheme",
 ]
@@ -96,16 +97,32 @@ def is_url(path: object) -> bool:
 
 
 class SourceKey(NamedTuple):
-    """Which bytes an index describes: ``name`` at ``size`` bytes, in version ``version``.
+    """Which bytes an index describes: ``name`` at ``size`` bytes, in version ``version``, and which stream.
 
     For a local file, ``version`` is ``"m<hex>"``: its modification time in
     nanoseconds. Other sources use another first letter, such as ``"e"`` and an
-    ETag. So versions from two schemes never compare equal.
+    ETag. So versions from two schemes never compare equal. ``stream`` is the
+    stream's number, or None for the one FFmpeg picks as best.
     """
 
     name: str
     size: int
     version: str
+    stream: int | None = None
+
+    @property
+    def slot(self) -> str:
+        """What the index is kept under: the name, and the stream's number when one is named."""
+        return stream_slot(self.name, self.stream)
+
+    def of_stream(self, stream: int | None) -> SourceKey:
+        """This key for stream ``stream``."""
+        return self if stream == self.stream else self._replace(stream=stream)
+
+
+def stream_slot(name: str, stream: int | None) -> str:
+    """What the index of ``name``'s stream ``stream`` is kept under (a NUL, in no path or URL, marks the stream)."""
+    return name if stream is None else f"{name}\x00stream {stream}"
 
 
 def local_key(path: str | os.PathLike[str]) -> SourceKey:

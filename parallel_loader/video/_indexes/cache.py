@@ -32,7 +32,7 @@ from av.container import InputContainer
 from av.video.stream import VideoStream
 
 from .._base.facts import VideoIndex, decode, encode
-from .._base.keys import Fetched, SourceKey, is_url, url_name
+from .._base.keys import Fetched, SourceKey, is_url, stream_slot, url_name
 from .._bytes.objects import RemoteObject, remote_object
 from .._bytes.source import source_key
 from .header import index_object
@@ -138,6 +138,7 @@ class IndexCache:
         path: str | os.PathLike[str],
         on_frame: Callable[[int, av.VideoFrame], None] | None = None,
         on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
+        stream: int | None = None,
     ) -> VideoIndex:
         """The index of the video at ``path``: from memory, from disk, or made now.
 
@@ -153,15 +154,17 @@ class IndexCache:
                 gets the container they came from (read to its end, still open),
                 its video stream and the index. So a reader reads its clip without
                 opening the file again. Never called otherwise. It must not raise.
+            stream: the stream's number, or None for the best video stream. Each
+                stream's index is kept apart (None apart from the best stream's number).
 
         Raises:
             FileNotFoundError: there is no file at ``path``.
-            VideoDecodeError: the file cannot be opened as a video.
+            VideoDecodeError: the file cannot be opened as a video, or ``stream`` names no video stream of it.
         """
         if is_url(path):
-            found = self.latest(os.fspath(path))
-            return found[1] if found is not None else index_remote(remote_object(os.fspath(path)), self)[1]
-        key = source_key(path)
+            found = self.latest(os.fspath(path), stream)
+            return found[1] if found is not None else index_remote(remote_object(os.fspath(path)), self, stream)[1]
+        key = source_key(path).of_stream(stream)
         index = self.lookup(key)
         if index is None:
             index = make_index(path, key, on_frame, on_index)
@@ -169,11 +172,14 @@ class IndexCache:
         return index
 
     def rescan(
-        self, path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], None] | None = None
+        self,
+        path: str | os.PathLike[str],
+        on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+        stream: int | None = None,
     ) -> VideoIndex:
-        """Make the file's index again by decoding every frame (see ``get`` for ``on_frame``) and keep it."""
-        key = source_key(path)
-        index = scan(path, on_frame)
+        """Make the file's index again by decoding every frame (see ``get`` for the arguments) and keep it."""
+        key = source_key(path).of_stream(stream)
+        index = scan(path, on_frame, stream)
         self.put(key, index)
         return index
 
@@ -184,10 +190,10 @@ class IndexCache:
             self._refresh()
             index = self._held(key)
         if index is not None:
-            self._report(key.name, index)
+            self._report(key, index)
         return index
 
-    def latest(self, name: str) -> tuple[SourceKey, VideoIndex, bytes] | None:
+    def latest(self, name: str, stream: int | None = None) -> tuple[SourceKey, VideoIndex, bytes] | None:
         """The newest index kept for ``name`` whatever its version: ``(key, index, extra)``, or None.
 
         For a source whose version costs a request to learn (a URL): its reads
@@ -195,10 +201,10 @@ class IndexCache:
         A URL is looked up without its signature (``keys.url_name``): a re-signed URL finds its index.
         """
         name = url_name(name) if is_url(name) else name
-        found = self._newest(name)
+        found = self._newest(name, stream)
         if found is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
             self._refresh()
-            found = self._newest(name)
+            found = self._newest(name, stream)
         return found
 
     def put(self, key: SourceKey, index: VideoIndex, extra: bytes = b"") -> None:
@@ -206,15 +212,15 @@ class IndexCache:
         written_ns = time.time_ns()
         entry = Record.entry_of(key, written_ns, encode(index) + extra)
         with self._lock:
-            self._insert(key.name, entry)
+            self._insert(key.slot, entry)
         if self._store is not None:
-            self._store.append([Record(key.name, entry, written_ns)])
-        self._report(key.name, index)
+            self._store.append([Record(key.slot, entry, written_ns)])
+        self._report(key, index)
 
-    def distrust(self, path: str | os.PathLike[str], reason: str) -> None:
+    def distrust(self, path: str | os.PathLike[str], reason: str, stream: int | None = None) -> None:
         """Mark a file's seeks as not exact (a read found its timestamps wrong), here and on disk."""
-        key = source_key(path)
-        self.put(key, self.get(path).distrusted(reason))
+        key = source_key(path).of_stream(stream)
+        self.put(key, self.get(path, stream=stream).distrusted(reason))
 
     def clear(self) -> None:
         """Forget every index held in memory (those on disk stay)."""
@@ -250,10 +256,10 @@ class IndexCache:
 
     def _held(self, key: SourceKey) -> VideoIndex | None:
         with self._lock:
-            entry = self._entries.get(key.name)
+            entry = self._entries.get(key.slot)
             if entry is None:
                 return None
-            self._entries.move_to_end(key.name)
+            self._entries.move_to_end(key.slot)
         try:
             size, version, _, offset = Record.parse_entry(entry)
             if (size, version) != (key.size, key.version):
@@ -263,19 +269,20 @@ class IndexCache:
             log.debug("ignoring an unreadable video index of %s: %s", key.name, exc)
             return None
 
-    def _newest(self, name: str) -> tuple[SourceKey, VideoIndex, bytes] | None:
+    def _newest(self, name: str, stream: int | None) -> tuple[SourceKey, VideoIndex, bytes] | None:
+        slot = stream_slot(name, stream)
         with self._lock:
-            entry = self._entries.get(name)
+            entry = self._entries.get(slot)
             if entry is None:
                 return None
-            self._entries.move_to_end(name)
+            self._entries.move_to_end(slot)
         try:
             size, version, _, offset = Record.parse_entry(entry)
             index = decode(entry, offset)
         except ValueError as exc:
             log.debug("ignoring an unreadable video index of %s: %s", name, exc)
             return None
-        return SourceKey(name, size, version), index, entry[offset + len(encode(index)) :]
+        return SourceKey(name, size, version, stream), index, entry[offset + len(encode(index)) :]
 
     def _refresh(self) -> None:
         """Take what other writers (and earlier runs) added to the store."""
@@ -300,14 +307,15 @@ class IndexCache:
             self._bytes -= _charge(gone, gone_entry)
             self._evicted += 1
 
-    def _report(self, name: str, index: VideoIndex) -> None:
+    def _report(self, key: SourceKey, index: VideoIndex) -> None:
         if index.seekable:
             return
         with self._lock:
-            if name in self._reported:
+            if key.slot in self._reported:
                 return
-            self._reported.add(name)
-        log.warning("%s", not_seekable_warning(name, index))
+            self._reported.add(key.slot)
+        shown = key.name if key.stream is None else f"{key.name} (stream {key.stream})"
+        log.warning("%s", not_seekable_warning(shown, index))
 
 
 def _charge(name: str, entry: bytes) -> int:
@@ -339,10 +347,10 @@ def set_default_index_cache(cache: IndexCache) -> None:
 
 
 def index_remote(
-    remote: RemoteObject, cache: IndexCache
+    remote: RemoteObject, cache: IndexCache, stream: int | None = None
 ) -> tuple[SourceKey, VideoIndex, PacketTable | None, Fetched | None]:
-    """Index an object now and keep the index with its packet table: ``(key, index, table, fetched or None)``."""
-    key, index, table, fetched = index_object(remote)
+    """Index an object's stream now; keep the index with its packet table: ``(key, index, table, fetched or None)``."""
+    key, index, table, fetched = index_object(remote, stream)
     cache.put(key, index, extra=b"" if table is None else table.encode())
     return key, index, table, fetched
 

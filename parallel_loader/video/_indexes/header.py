@@ -23,6 +23,7 @@ from .._base.facts import VideoIndex
 from .._base.keys import Fetched, SourceKey
 from .._bytes.objects import RemoteObject
 from .._bytes.range_file import RangeFile, fetch_whole, read_ends
+from .._media.streams import chosen_stream
 from .make import make_index
 from .packet_table import PacketTable, table_in_memory, table_of
 from .packets import from_packets
@@ -34,12 +35,17 @@ log = logging.getLogger(__name__)
 _MOV_BRANDS = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 
 
-def index_object(remote: RemoteObject) -> tuple[SourceKey, VideoIndex, PacketTable | None, Fetched | None]:
-    """Index an object: ``(key, index, packet table or None, the whole object if it was fetched)``.
+def index_object(
+    remote: RemoteObject, stream: int | None = None
+) -> tuple[SourceKey, VideoIndex, PacketTable | None, Fetched | None]:
+    """Index an object's stream: ``(key, index, packet table or None, the whole object if it was fetched)``.
 
-    Nothing is kept: the caller keeps the index (see ``cache.index_remote``).
+    ``stream`` is the stream's number, or None for the best video stream (see
+    ``_media.streams``); the key names it. Nothing is kept: the caller keeps the
+    index (see ``cache.index_remote``).
     """
     key, blocks = read_ends(remote)
+    key = key.of_stream(stream)
     fetched = Fetched(key, blocks[0]) if len(blocks[0]) == key.size else None
     index: VideoIndex | str | None = None
     table = None
@@ -52,7 +58,7 @@ def index_object(remote: RemoteObject) -> tuple[SourceKey, VideoIndex, PacketTab
             fetched = fetch_whole(remote, key, blocks)
     if fetched is not None:
         index = make_index(fetched, key)
-        table = table_in_memory(fetched)
+        table = table_in_memory(fetched, stream)
     assert isinstance(index, VideoIndex)
     return key, index, table, fetched
 
@@ -77,9 +83,7 @@ def _from_header(
         except av.error.FFmpegError as exc:
             return f"the header cannot be read ({exc})", None
         try:
-            if not container.streams.video:
-                return "no video stream", None
-            stream = container.streams.video[0]
+            stream = chosen_stream(container, key.stream, remote.shown)
             stream.codec_context.thread_count = 1
             sync = {entry.pos for entry in stream.index_entries if entry.is_keyframe}
             source.zero_fill = True

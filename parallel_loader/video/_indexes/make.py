@@ -27,12 +27,15 @@ def make_index(
     on_frame: Callable[[int, av.VideoFrame], None] | None = None,
     on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
 ) -> VideoIndex:
-    """A new index: from the packets where they tell (then ``on_index``), else by decoding (feeding ``on_frame``)."""
-    with open_video(path) as (container, stream):
-        found = from_packets(container, stream, key.size)
+    """A new index: from the packets where they tell (then ``on_index``), else by decoding (feeding ``on_frame``).
+
+    The index is of the stream ``key.stream`` names (None: the best video stream, see ``_media.streams``).
+    """
+    with open_video(path, key.stream) as (container, video):
+        found = from_packets(container, video, key.size)
         if isinstance(found, VideoIndex):
             if on_index is not None:
-                on_index(container, stream, found)
+                on_index(container, video, found)
             return found
     log.debug("video %s is indexed by decoding: %s", key.name, found)
-    return scan(path, on_frame)
+    return scan(path, on_frame, key.stream)

@@ -23,9 +23,11 @@ import av.error
 import numpy as np
 from av.sidedata.sidedata import Type
 
+from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex, _unzigzag, _zigzag, get_varint, put_varint
 from .._base.keys import Fetched
 from .._media.pixels import Orientation, orientation
+from .._media.streams import chosen_stream
 
 __all__ = ["PacketTable", "kept_table", "table_in_memory", "table_of"]
 
@@ -149,7 +151,7 @@ def table_of(
     )
 
 
-def table_in_memory(fetched: Fetched) -> PacketTable | None:
+def table_in_memory(fetched: Fetched, stream: int | None = None) -> PacketTable | None:
     """The packet table of an object held whole, each packet found in its bytes; None if one is not found.
 
     The display matrix is the first decoded frame's; None also if no frame decodes.
@@ -159,11 +161,9 @@ def table_in_memory(fetched: Fetched) -> PacketTable | None:
     first: list[av.VideoFrame] = []
     try:
         with av.open(io.BytesIO(data)) as container:
-            if not container.streams.video:
-                return None
-            stream = container.streams.video[0]
-            stream.codec_context.thread_count = 1
-            for packet in container.demux(stream):
+            video = chosen_stream(container, stream, fetched)
+            video.codec_context.thread_count = 1
+            for packet in container.demux(video):
                 if not first:
                     first.extend(_decoded(packet))  # the last, empty packet flushes the decoder
                 if not packet.size:
@@ -177,8 +177,8 @@ def table_in_memory(fetched: Fetched) -> PacketTable | None:
             if not first:
                 return None
             matrix = first[0].side_data.get(Type.DISPLAYMATRIX)
-            return table_of(stream, packets, None if matrix is None else bytes(matrix))
-    except av.error.FFmpegError:
+            return table_of(video, packets, None if matrix is None else bytes(matrix))
+    except (av.error.FFmpegError, VideoDecodeError):
         return None
 
 

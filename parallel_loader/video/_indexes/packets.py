@@ -33,6 +33,7 @@ Nothing here decodes, stores or knows of threads. See :doc:`/video/decoding`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 
 import av.error
 import numpy as np
@@ -41,7 +42,7 @@ from av.video.stream import VideoStream
 
 from .._base.facts import PACKETS, VideoIndex, regular_or_table
 
-__all__ = ["from_packets"]
+__all__ = ["from_packets", "time_base_of"]
 
 _VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2's VOP start code
 _MAX_NVOP_SIZE = 19  # FFmpeg's limit for a packet it takes as an N-VOP (libavcodec/h263dec.c)
@@ -115,4 +116,10 @@ def from_packets(container: InputContainer, stream: VideoStream, file_size: int)
     if pts.size > 1 and not (np.diff(pts) > 0).all():
         return "two packets share a timestamp"
     keyframes = tuple(sorted({int(k) for k in np.searchsorted(pts, np.asarray(keys, dtype=np.int64))}))
-    return regular_or_table(len(pts), keyframes, pts, intact=True, made_by=PACKETS)
+    return regular_or_table(len(pts), keyframes, pts, True, PACKETS, time_base=time_base_of(stream))
+
+
+def time_base_of(stream: VideoStream) -> Fraction | None:
+    """The stream's time base, or None when the container gives none."""
+    base = stream.time_base
+    return Fraction(base.numerator, base.denominator) if base else None

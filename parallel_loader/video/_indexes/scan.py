@@ -45,6 +45,8 @@ from .._base.errors import VideoDecodeError
 from .._base.facts import DECODING, VideoIndex, regular_or_table
 from .._media.frames import SeekMismatch, decode, frames_from, open_video, packets
 from .._media.pixels import frame_checksum
+from .._media.streams import StreamChoice
+from .packets import time_base_of
 
 __all__ = ["scan", "not_seekable_warning"]
 
@@ -55,7 +57,11 @@ _SEEK_CHECKS = 3  # keyframes sought when a file is indexed
 _CHECKED_FRAMES = 3  # frames compared after each of those seeks
 
 
-def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], None] | None = None) -> VideoIndex:
+def scan(
+    path: str | os.PathLike[str],
+    on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+    stream: StreamChoice = None,
+) -> VideoIndex:
     """Decode every frame of a video once and learn its index (see the module docstring).
 
     ``on_frame(i, frame)``, when given, sees every frame as it is decoded. So a
@@ -67,7 +73,8 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
         VideoDecodeError: the file cannot be opened as a video, no frame decodes,
             or it cannot be read after one of the checking seeks.
     """
-    with open_video(path) as (container, stream):
+    with open_video(path, stream) as (container, video):
+        time_base = time_base_of(video)
         seek_points: set[int] = set()  # timestamps of the packets the container marks as keyframes
         stamps: list[int | None] = []
         intra: list[int] = []  # frames the decoder calls keyframes
@@ -76,7 +83,7 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
         intact = True
         seek_back = 0  # how far a keyframe's decoding timestamp comes before its presentation one, at most
         by_dts = container.format.name.split(",")[0] in _SEEK_BY_DTS
-        for packet in packets(container, stream):
+        for packet in packets(container, video):
             frames = None if packet is None else decode(packet)
             if frames is None:
                 problem = "a packet fails to decode, or the file cannot be read to its end"
@@ -110,10 +117,10 @@ def scan(path: str | os.PathLike[str], on_frame: Callable[[int, av.VideoFrame], 
         # One frame more: a seek landing inside the keyframe's packet (a frame spans many PS packs)
         # names it with the next frame's timestamp; landing in the frame before it, it is read whole.
         seek_back += int(np.diff(pts).max())
-    index = regular_or_table(frames, keyframes, pts, intact, DECODING, seek_back)
-    problem = _seek_problem(path, index, checksums)
-    if problem:
-        return VideoIndex(frames=frames, reason=problem, intact=intact)
+    index = regular_or_table(frames, keyframes, pts, intact, DECODING, seek_back, time_base)
+    problem = _seek_problem(path, index, checksums, stream)
+    if problem:  # the timestamps still name the frames: kept, to find frames by time
+        return index.distrusted(problem)
     return index
 
 
@@ -133,7 +140,9 @@ def _timestamp_problem(stamps: list[int | None]) -> str:
     return ""
 
 
-def _seek_problem(path: str | os.PathLike[str], index: VideoIndex, checksums: dict[int, int]) -> str:
+def _seek_problem(
+    path: str | os.PathLike[str], index: VideoIndex, checksums: dict[int, int], stream: StreamChoice = None
+) -> str:
     """Seek to a few keyframes; say what went wrong if the frames decoded there differ, "" if none did.
 
     Raises:
@@ -144,11 +153,11 @@ def _seek_problem(path: str | os.PathLike[str], index: VideoIndex, checksums: di
     if not later:
         return ""
     picks = sorted({later[0], later[len(later) // 2], later[-1]})[:_SEEK_CHECKS]
-    with open_video(path) as (container, stream):
+    with open_video(path, stream) as (container, video):
         for key in picks:
             expected = key
             try:
-                for i, frame in frames_from(container, stream, index, key):
+                for i, frame in frames_from(container, video, index, key):
                     if i != expected:
                         return f"a seek to frame {key} decodes frame {i}, not {expected}"
                     if i in checksums and checksums[i] != frame_checksum(frame):

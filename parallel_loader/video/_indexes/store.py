@@ -1,6 +1,6 @@
 """Video indexes on disk, shared by every process and host that reads the same directory: append-only segments.
 
-Layout: ``<directory>/v1/*.seg``, a handful of files whatever the number of
+Layout: ``<directory>/v2/*.seg``, a handful of files whatever the number of
 videos (no file per video). Each writer (one ``IndexStore`` in one process)
 appends to a segment of its own. The segment is named after its host, process
 id and a random tag. So no two writers ever write the same file. Readers read
@@ -51,7 +51,9 @@ __all__ = ["IndexStore", "Record"]
 
 log = logging.getLogger(__name__)
 
-_LAYOUT = "v1"  # bump when the framing or the payload changes: an older layout is left alone, unread
+# Bump when the framing or the payload changes: an older layout is left alone, unread.
+# v2: a record's name names its stream (``keys.stream_slot``), and the default stream is FFmpeg's best.
+_LAYOUT = "v2"
 _MAGIC = b"VIX1"
 _HEADER = struct.Struct("<4sII")  # magic, payload length, CRC-32 of the payload
 _MAX_PAYLOAD = 1 << 24  # a longer length is a damaged header, not a record

@@ -19,6 +19,7 @@ from av.video.stream import VideoStream
 from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex
 from .._bytes.source import open_container
+from .streams import StreamChoice, chosen_stream
 
 __all__ = ["SeekMismatch", "decode", "frames_from", "open_video", "packets"]
 
@@ -32,8 +33,12 @@ class SeekMismatch(Exception):
 
 
 @contextmanager
-def open_video(path: str | os.PathLike[str]) -> Iterator[tuple[InputContainer, VideoStream]]:
-    """``with open_video(path) as (container, stream)``: a PyAV container and its first video stream.
+def open_video(
+    path: str | os.PathLike[str], stream: StreamChoice = None
+) -> Iterator[tuple[InputContainer, VideoStream]]:
+    """``with open_video(path) as (container, stream)``: a PyAV container and its video stream ``stream``.
+
+    ``stream`` is a stream's number, or None for the one FFmpeg picks as best (see ``streams``).
 
     The stream decodes with one thread: the loader's threads give the parallelism.
     An error the file's content causes in the ``with`` block (FFmpeg's, or
@@ -42,16 +47,15 @@ def open_video(path: str | os.PathLike[str]) -> Iterator[tuple[InputContainer, V
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: ``path`` is not a file, cannot be opened as a video, has no
-            video stream, or its content fails to decode in the ``with`` block.
+        VideoDecodeError: ``path`` is not a file, cannot be opened as a video, or has no
+            video stream. Or ``stream`` names no video stream of it. Or its content
+            fails to decode in the ``with`` block.
     """
     container = open_container(path)
     try:
-        if not container.streams.video:
-            raise VideoDecodeError(path, "cannot be opened as a video (the file has no video stream)")
-        stream = container.streams.video[0]
-        stream.codec_context.thread_count = 1
-        yield container, stream
+        chosen = chosen_stream(container, stream, path)
+        chosen.codec_context.thread_count = 1
+        yield container, chosen
     except _CONTENT_ERRORS as exc:
         # What FFmpeg or PyAV raise on content they do not take (a frame numpy cannot hold, a
         # stream whose parameters make no sense) is about this file: named, so ``on_error`` handles it.

@@ -19,13 +19,14 @@ from ..._core.checks import check_int
 from .._base.info import VideoInfo
 from .._base.keys import is_url
 from .._indexes.cache import IndexCache, default_index_cache
+from .._media.streams import check_stream
 from .local import header_frames, probe_local, read_local
 from .remote import probe_remote, read_remote
 
-__all__ = ["VideoInfo", "frame_count", "probe", "read_clip"]
+__all__ = ["VideoInfo", "check_clip_size", "frame_count", "probe", "read_clip", "read_frames"]
 
 
-def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
+def probe(path: str | os.PathLike[str], *, rotate: bool = True, stream: int | None = None) -> VideoInfo:
     """Read a video's header: frame count, frame rate and size, without decoding.
 
     ``width`` and ``height`` are those of the frames ``read_clip`` returns with
@@ -35,20 +36,31 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
     Args:
         path: the video file, or its URL.
         rotate: give the size as displayed (the default); ``False`` gives it as stored.
+        stream: which stream, by its number among all the file's streams; ``None``
+            (the default) takes the video stream FFmpeg picks as best, never an
+            attached picture. See :doc:`/video/decoding`.
 
     Returns:
         The header's frame count, frame rate, width and height.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: the file cannot be opened as a video.
+        VideoDecodeError: the file cannot be opened as a video, or ``stream``
+            names no video stream of it (the message lists its streams).
     """
+    check_stream(stream)
     if is_url(path):  # OpenCV reads no object store: the header through the byte source
-        return probe_remote(os.fspath(path), rotate=rotate)
-    return probe_local(path, rotate=rotate)
+        return probe_remote(os.fspath(path), rotate=rotate, stream=stream)
+    return probe_local(path, rotate=rotate, stream=stream)
 
 
-def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache: IndexCache | None = None) -> int:
+def frame_count(
+    path: str | os.PathLike[str],
+    exact: bool = True,
+    *,
+    index_cache: IndexCache | None = None,
+    stream: int | None = None,
+) -> int:
     """Return the number of frames in a video.
 
     The header's count (``CAP_PROP_FRAME_COUNT``) can be wrong. It comes from
@@ -67,14 +79,17 @@ def frame_count(path: str | os.PathLike[str], exact: bool = True, *, index_cache
         path: the video file.
         exact: count decoded frames rather than read the header.
         index_cache: where indexes are kept; default: ``default_index_cache()``.
+        stream: which stream (see ``probe``); each stream's index is kept apart.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
-        VideoDecodeError: the file cannot be opened as a video, or no frame decodes.
+        VideoDecodeError: the file cannot be opened as a video, no frame decodes,
+            or ``stream`` names no video stream of it.
     """
+    check_stream(stream)
     if exact or is_url(path):  # a URL's index comes from its header: as cheap as the header's count
-        return (default_index_cache() if index_cache is None else index_cache).get(path).frames
-    return header_frames(path)
+        return (default_index_cache() if index_cache is None else index_cache).get(path, stream=stream).frames
+    return header_frames(path, stream)
 
 
 def read_clip(
@@ -87,6 +102,7 @@ def read_clip(
     seek: bool = True,
     rotate: bool = True,
     index_cache: IndexCache | None = None,
+    stream: int | None = None,
 ) -> np.ndarray:
     """Decode frames ``start, start + stride, ..., start + (clip_len - 1) * stride`` of a video.
 
@@ -113,6 +129,9 @@ def read_clip(
         rotate: turn frames as the file's display matrix says (the default);
             ``False`` returns them as stored.
         index_cache: where file indexes are kept; default: ``default_index_cache()``.
+        stream: which stream, by its number among all the file's streams; ``None``
+            (the default) takes the video stream FFmpeg picks as best, never an
+            attached picture. See :doc:`/video/decoding`.
 
     Returns:
         A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
@@ -123,12 +142,29 @@ def read_clip(
         VideoDecodeError: the file is not a video, or it ends before the last
             frame asked for (truncated, corrupt or just short). Or it cannot be
             read or decoded after the seek. A clip is never returned short or padded.
+            Or ``stream`` names no video stream of the file (the message lists its streams).
     """
     _check_clip_args(start, clip_len, stride, size)
+    check_stream(stream)
+    frames = start + stride * np.arange(clip_len, dtype=np.int64)
+    return read_frames(path, frames, size, seek=seek, rotate=rotate, index_cache=index_cache, stream=stream)
+
+
+def read_frames(
+    path: str | os.PathLike[str],
+    frames: np.ndarray,
+    size: tuple[int, int] | None,
+    *,
+    seek: bool = True,
+    rotate: bool = True,
+    index_cache: IndexCache | None = None,
+    stream: int | None = None,
+) -> np.ndarray:
+    """The ``frames`` of a local file or a URL, in that order (repeats allowed); arguments already checked."""
     cache = default_index_cache() if index_cache is None else index_cache
     if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``remote``)
-        return read_remote(os.fspath(path), start, clip_len, stride, size, seek, cache, rotate)
-    return read_local(path, start, clip_len, stride, size, seek=seek, rotate=rotate, index_cache=cache)
+        return read_remote(os.fspath(path), frames, size, seek, cache, rotate, stream)
+    return read_local(path, frames, size, seek=seek, rotate=rotate, index_cache=cache, stream=stream)
 
 
 def _check_clip_args(start: object, clip_len: object, stride: object, size: object) -> None:
@@ -136,6 +172,11 @@ def _check_clip_args(start: object, clip_len: object, stride: object, size: obje
         raise ValueError(f"start must be a non-negative int, got {start!r}")
     check_int("clip_len", clip_len, minimum=1)
     check_int("stride", stride, minimum=1)
+    check_clip_size(size)
+
+
+def check_clip_size(size: object) -> None:
+    """Raise ``TypeError`` or ``ValueError`` unless ``size`` is None or ``(height, width)`` of positive ints."""
     if isinstance(size, int | np.integer) and not isinstance(size, bool):
         raise TypeError(f"size must be a (height, width) pair, got the single number {size!r}: pass ({size}, {size})")
     if size is not None and (

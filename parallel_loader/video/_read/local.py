@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -20,14 +21,24 @@ from .._base.facts import PACKETS
 from .._base.info import VideoInfo
 from .._indexes.cache import IndexCache, default_index_cache
 from .._media.clip import Clip, read_in_order, read_seeking
+from .._media.frames import open_video
+from .._media.streams import StreamChoice, stream_info
 
 __all__ = ["header_frames", "probe_local", "read_local"]
 
 log = logging.getLogger(__name__)
 
 
-def probe_local(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoInfo:
-    """``probe`` for a local file: its header through OpenCV, without decoding."""
+def probe_local(path: str | os.PathLike[str], *, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
+    """``probe`` for a local file: its header, without decoding.
+
+    OpenCV reads the header of the stream FFmpeg ranks best. Any other stream's
+    header (one named, or the default when FFmpeg's best is an attached picture) is read through PyAV.
+    """
+    with open_video(path, stream) as (container, video):
+        best = container.streams.best("video")
+        if best is None or video.index != best.index:
+            return stream_info(container, video, rotate)
     capture = _open(path)
     try:
         width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
@@ -46,59 +57,54 @@ def probe_local(path: str | os.PathLike[str], *, rotate: bool = True) -> VideoIn
         capture.release()
 
 
-def header_frames(path: str | os.PathLike[str]) -> int:
-    """The frame count a local file's header claims (cheap, and can be wrong)."""
-    capture = _open(path)
-    try:
-        return max(0, int(capture.get(cv2.CAP_PROP_FRAME_COUNT)))
-    finally:
-        capture.release()
+def header_frames(path: str | os.PathLike[str], stream: StreamChoice = None) -> int:
+    """The frame count a local file's header claims for the stream (cheap, and can be wrong)."""
+    return probe_local(path, rotate=False, stream=stream).frames
 
 
 def read_local(
     path: str | os.PathLike[str],
-    start: int,
-    clip_len: int,
-    stride: int = 1,
+    frames: Sequence[int] | np.ndarray,
     size: tuple[int, int] | None = None,
     *,
     seek: bool = True,
     rotate: bool = True,
     index_cache: IndexCache | None = None,
+    stream: StreamChoice = None,
 ) -> np.ndarray:
-    """``read_clip`` for a local file or a ``Fetched`` object, its arguments already checked."""
-    clip = Clip(start, clip_len, stride, size, rotate)
+    """The ``frames`` of a local file or a ``Fetched`` object, in that order; arguments already checked."""
+    clip = Clip(frames, size, rotate)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
-        index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened)
+        index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened, stream=stream)
         if not clip.offered and index.seekable and clip.last < index.frames:
             try:
                 if isinstance(clip.early, VideoDecodeError):
                     raise clip.early
-                problem = clip.early if clip.early is not None else read_seeking(path, index, clip)
+                problem = clip.early if clip.early is not None else read_seeking(path, index, clip, stream)
             except VideoDecodeError:
                 if index.made_by != PACKETS:
                     raise
                 problem = "a packet does not decode after a seek"
             if not problem:
                 return clip.frames
-            clip = Clip(start, clip_len, stride, size, rotate)
+            clip = Clip(frames, size, rotate)
             if index.made_by == PACKETS:
                 # The packets misled (or said nothing of whether they decode): decoding every
                 # frame once settles what the file holds, and gives the clip on the way.
                 log.info("video %s: %s; indexing it by decoding", path, problem)
-                index = cache.rescan(path, on_frame=clip.offer)
+                index = cache.rescan(path, on_frame=clip.offer, stream=stream)
             else:
-                cache.distrust(path, problem)
+                cache.distrust(path, problem, stream)
         if clip.offered:  # the index was made by decoding every frame, and the clip taken on the way
             if not clip.full:
-                _raise_short(path, start, clip_len, stride, index.frames, index.intact)
+                _raise_short(path, clip, index.frames, index.intact, stream)
             return clip.frames
         if clip.last >= index.frames:
-            _raise_short(path, start, clip_len, stride, index.frames, index.intact)
-    decoded = read_in_order(path, clip)
+            _raise_short(path, clip, index.frames, index.intact, stream)
+    decoded = read_in_order(path, clip, stream)
     if not clip.full:
-        _raise_short(path, start, clip_len, stride, decoded)
+        _raise_short(path, clip, decoded, stream=stream)
     return clip.frames
 
 
@@ -113,12 +119,11 @@ def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:
 
 
 def _raise_short(
-    path: str | os.PathLike[str], start: int, clip_len: int, stride: int, decoded: int, intact: bool = False
+    path: str | os.PathLike[str], clip: Clip, decoded: int, intact: bool = False, stream: StreamChoice = None
 ) -> None:
     """Raise the error for a clip past the last frame; ``intact``: the file's index says it was read whole."""
-    last = start + (clip_len - 1) * stride
     try:
-        header = probe_local(path).frames
+        header = probe_local(path, rotate=False, stream=stream).frames
     except (VideoDecodeError, OSError):
         header = 0
     if header <= decoded:
@@ -129,6 +134,6 @@ def _raise_short(
         verdict = "so the file is truncated or corrupt"
     raise VideoDecodeError(
         path,
-        f"ends after {decoded} decoded frames, but the clip needs frames {start} to {last} "
-        f"(stride {stride}); the header claims {header} frames, {verdict}",
+        f"ends after {decoded} decoded frames, but the clip needs {clip.described()}; "
+        f"the header claims {header} frames, {verdict}",
     )

@@ -24,7 +24,9 @@ See :doc:`/video/remote`.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Sequence
 
 import av
 import av.error
@@ -39,7 +41,7 @@ from .._bytes.range_file import RangeFile, fetch_whole
 from .._indexes.cache import IndexCache, index_remote
 from .._indexes.packet_table import PacketTable, kept_table
 from .._media.clip import Clip
-from .._media.pixels import frame_orientation
+from .._media.streams import StreamChoice, chosen_stream, stream_info
 from .local import read_local
 
 __all__ = ["probe_remote", "read_remote"]
@@ -49,31 +51,30 @@ log = logging.getLogger(__name__)
 
 def read_remote(
     url: str,
-    start: int,
-    clip_len: int,
-    stride: int,
+    frames: Sequence[int] | np.ndarray,
     size: tuple[int, int] | None,
     seek: bool,
     cache: IndexCache,
     rotate: bool = True,
+    stream: StreamChoice = None,
 ) -> np.ndarray:
-    """``read_clip`` for a URL: one ranged read per clip where the packet table allows (module docstring)."""
+    """The ``frames`` of a URL, in order: one ranged read per clip where the packet table allows (module docstring)."""
     remote = remote_object(url)
+    read = functools.partial(read_local, size=size, rotate=rotate, index_cache=cache, stream=stream)
     if not seek:
-        whole = fetch_whole(remote, remote.key())
-        return read_local(whole, start, clip_len, stride, size, seek=False, rotate=rotate, index_cache=cache)
-    found = cache.latest(remote.name)
+        return read(fetch_whole(remote, remote.key()), frames, seek=False)
+    found = cache.latest(remote.name, stream)
     fetched: Fetched | None = None
     for _ in range(2):  # a second time only when the object changed since it was indexed
         if found is not None and found[2] and kept_table(found[2]) is None:
             log.info("video %s: its kept packet table is unreadable or old; indexing it again", remote.shown)
             found = None  # the table cannot say how frames are turned (see ``packet_table``)
         if found is None:
-            key, index, table, fetched = index_remote(remote, cache)
+            key, index, table, fetched = index_remote(remote, cache, stream)
         else:
             key, index, extra = found
             table = kept_table(extra)
-        clip = Clip(start, clip_len, stride, size, rotate, None if table is None else table.orientation)
+        clip = Clip(frames, size, rotate, None if table is None else table.orientation)
         if fetched is not None or table is None or not index.seekable or clip.last >= index.frames:
             break
         try:
@@ -91,9 +92,9 @@ def read_remote(
             fetched = fetch_whole(remote, key)
         except ObjectChanged as exc:  # the kept index is of an older version: index this one
             log.info("%s; indexing it again", exc)
-            key, index, table, fetched = index_remote(remote, cache)
+            key, index, table, fetched = index_remote(remote, cache, stream)
             fetched = fetched or fetch_whole(remote, key)
-    return read_local(fetched, start, clip_len, stride, size, rotate=rotate, index_cache=cache)
+    return read(fetched, frames)
 
 
 def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: PacketTable, clip: Clip) -> str:
@@ -150,27 +151,11 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
     return f"the packets of bytes {begin}-{end - 1} end before frame {clip.last}"
 
 
-def probe_remote(url: str, rotate: bool = True) -> VideoInfo:
+def probe_remote(url: str, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
     """``probe`` for a URL: the header read through a ``RangeFile`` (its tail first).
 
     With ``rotate`` the first frame is decoded for its display matrix: a quarter
     turn swaps width and height, as ``read_clip`` turns the frames.
     """
     with av.open(RangeFile.open(url)) as container:
-        if not container.streams.video:
-            raise VideoDecodeError(shown_url(url), "cannot be opened as a video (the file has no video stream)")
-        stream = container.streams.video[0]
-        rate = stream.average_rate or stream.base_rate or 0
-        width, height = stream.codec_context.width, stream.codec_context.height
-        if rotate and _first_frame_turned(container, stream):
-            width, height = height, width
-        return VideoInfo(frames=max(0, stream.frames), fps=float(rate), width=width, height=height)
-
-
-def _first_frame_turned(container: av.container.InputContainer, stream: av.video.stream.VideoStream) -> bool:
-    """Whether the first frame's display matrix turns it a quarter (False when no frame decodes)."""
-    try:
-        frame = next(container.decode(stream), None)
-    except av.error.FFmpegError:
-        return False
-    return frame is not None and frame_orientation(frame).transpose
+        return stream_info(container, chosen_stream(container, stream, shown_url(url)), rotate)
