@@ -8,9 +8,11 @@ torchcodec's test suite keeps frames that the ``ffmpeg`` command line wrote, as
   (``default_stream_index`` in torchcodec's ``test/utils.py``) is read by
   ``read_clip`` with no ``stream=``; the others with ``stream=S``.
 * ``VIDEO.timeT.pt``: the frame ``ffmpeg -ss T -i VIDEO -frames:v 1`` wrote, the
-  first whose timestamp is ``T`` or later. Its timestamps come from
-  ``VIDEO.streamS.all_frames_info.json``; ``read_frames_at`` is asked for the
-  frame played halfway through that frame's display interval.
+  first whose timestamp is ``T`` or later. ``read_frames_at`` gives the frame
+  played at a time, so it is asked for the middle of that frame's display
+  interval, found in ``VIDEO.streamS.all_frames_info.json`` (ffprobe's list).
+* Each frame reference of a stream with such a list is also read by time, at
+  the middle of its frame's display interval.
 
 A video of the folder without reference frames (torchcodec's 10-bit files, its
 full-range file) is checked against the ``ffmpeg`` command line run here, when
@@ -197,10 +199,9 @@ def check_headers(folder: Path, defaults: dict[str, int]) -> list[list[Any]]:
         asks: list[tuple[str, Callable[[], Any], Any]] = [
             (f"probe({label}) (height, width)", partial(_probed_size, folder / video, choice), size)
         ]
-        listing = folder / f"{video}.stream{stream}.all_frames_info.json"
-        if listing.is_file():
-            count = len(json.loads(listing.read_text(encoding="utf-8")))
-            asks.append((f"frame_count({label}) frames", partial(frame_count, folder / video, stream=choice), count))
+        if (frames := _frame_list(folder, video, stream)) is not None:
+            ask = partial(frame_count, folder / video, stream=choice)
+            asks.append((f"frame_count({label}) frames", ask, len(frames)))
         for call, ask, want in asks:
             try:
                 got = ask()
@@ -221,33 +222,58 @@ def _probed_size(path: Path, stream: int | None) -> tuple[int, int]:
 
 
 def check_time_refs(folder: Path, defaults: dict[str, int]) -> tuple[list[Row], list[str]]:
-    """One row per video: every ``VIDEO.timeT.pt`` through ``read_frames_at`` (see the module docstring)."""
+    """Rows of frames asked for by time, through ``read_frames_at``; and notes on references left unchecked.
+
+    A stream with a frame list (``all_frames_info.json``) gets a row of its frame
+    references, each asked for at the middle of its frame's display interval.
+    A video's ``VIDEO.timeT.pt`` references get a row too (see the module docstring).
+    """
+    rows, notes = [], []
+    for (video, stream), refs in frame_refs(folder).items():
+        if (frames := _frame_list(folder, video, stream)) is not None:
+            asks = [(f"frame {n}", _mid_time(frames, n), ref) for n, ref in refs]
+            rows.append(_read_at(folder / video, stream, defaults.get(video) == stream, "frames' mid-times", asks))
     groups: dict[str, list[tuple[float, Path]]] = {}
     for ref in sorted(folder.glob("*.pt")):
         if m := TIME_REF.match(ref.name):
             groups.setdefault(m["video"], []).append((float(m["time"]), ref))
-    rows, notes = [], []
     for video, refs in sorted(groups.items()):
         stream = defaults.get(video)
-        listing = folder / f"{video}.stream{stream}.all_frames_info.json"
-        if stream is None or not listing.is_file():
+        frames = None if stream is None else _frame_list(folder, video, stream)
+        if stream is None or frames is None:
             notes.append(f"{video}: {len(refs)} time references not checked: no default stream's frame list")
             continue
-        frames = json.loads(listing.read_text(encoding="utf-8"))
-        starts = [float(f["pts_time"]) for f in frames]
-        row = Row(video, _stream_label(stream, True), "read_frames_at()", "torchcodec", bound=0)
+        asks = []
         for seconds, ref in sorted(refs):
-            index = next((i for i, s in enumerate(starts) if s >= seconds), len(starts) - 1)
-            at = starts[index] + float(frames[index]["duration_time"]) / 2
-            what = f"-ss {seconds:g}: frame {index}, asked at {at:.6f} s"
-            try:
-                got = read_frames_at(folder / video, [at])
-            except Exception as error:
-                row.raised(what, error)
-                continue
-            row.add(what, got[0], load_pt(ref))
-        rows.append(row)
+            n = next((i for i, f in enumerate(frames) if float(f["pts_time"]) >= seconds), len(frames) - 1)
+            asks.append((f"-ss {seconds:g}: frame {n}", _mid_time(frames, n), ref))
+        rows.append(_read_at(folder / video, stream, True, "-ss times", asks))
     return rows, notes
+
+
+def _frame_list(folder: Path, video: str, stream: int) -> list[dict[str, str]] | None:
+    listing = folder / f"{video}.stream{stream}.all_frames_info.json"
+    return json.loads(listing.read_text(encoding="utf-8")) if listing.is_file() else None
+
+
+def _mid_time(frames: list[dict[str, str]], n: int) -> float:
+    """The middle of frame ``n``'s display interval, by the frame list's timestamps (given to 6 decimals)."""
+    return float(frames[n]["pts_time"]) + float(frames[n]["duration_time"]) / 2
+
+
+def _read_at(path: Path, stream: int, default: bool, kind: str, asks: list[tuple[str, float, Path]]) -> Row:
+    """A row of ``read_frames_at`` at each ask's time against its reference."""
+    read_as = f"read_frames_at({'' if default else f'stream={stream}'}), {kind}"
+    row = Row(path.name, _stream_label(stream, default), read_as, "torchcodec", bound=0)
+    for what, seconds, ref in asks:
+        what = f"{what}, asked at {seconds:.6f} s"
+        try:
+            got = read_frames_at(path, [seconds], stream=None if default else stream)
+        except Exception as error:  # a failure to read is a result to report
+            row.raised(what, error)
+            continue
+        row.add(what, got[0], load_pt(ref))
+    return row
 
 
 def check_command_line(folder: Path, defaults: dict[str, int], ffmpeg: str, frames: int, levels: int) -> list[Row]:
