@@ -6,6 +6,7 @@ import json
 import logging
 from pathlib import Path
 
+import av
 import cv2
 import numpy as np
 import pytest
@@ -687,18 +688,24 @@ def test_a_sample_too_long_for_the_frames_that_decode_is_a_clear_error(overstate
 def test_a_segment_past_the_frames_that_decode_is_skipped_alone(overstated):
     gaps = overstated / "gaps" / "gaps.avi"
     truth = read_clip(gaps, 0, DECODED, seek=False)
-    rows = [(gaps, 0, 2.0, 3.4), (gaps, 0, 2.7, 3.4)]  # frames 50-84 and 68-84 at the header's 25 fps
+    # Segments map to frames by timestamps: [2.0, 3.4) s holds frames 40-61 (a gap of 10 puts them later than
+    # the header's rate says); [0.8, 1.2) s lies in that gap, where the header's rate counts 10 frames.
+    rows = [(gaps, 0, 2.0, 3.4), (gaps, 0, 0.8, 1.2)]
+    with av.open(str(gaps)) as container:
+        times = [float(f.pts * f.time_base) for f in container.decode(video=0)]
+    first = next(i for i, t in enumerate(times) if t >= 2.0 - 1e-9)
+    assert first == 40 and not any(0.8 <= t < 1.2 for t in times)
     args = dict(batch_size=2, clip_len=4, stride=2, size=(48, 64), crop_fraction=1, dtype="uint8", seed=1)
     data = VideoDataset(rows, on_error="skip", **args)
-    assert data.samples == [(str(gaps), 0, 35), (str(gaps), 0, 17)]
+    assert data.samples == [(str(gaps), 0, 35), (str(gaps), 0, 10)]  # as the header claims
     for epoch in range(5):
         data.set_epoch(epoch)
         for clip in data(0)[0]:
-            assert 50 <= clip_start(clip, truth, stride=2) <= DECODED - 7  # cut to the frames that decode
-    assert list(data.skipped) == [f"{gaps} [2.7, 3.4) s"]  # the file's other segment is fine
-    assert data.skipped[f"{gaps} [2.7, 3.4) s"].startswith("has 0 frames that decode in segment [2.7, 3.4) s")
+            assert first <= clip_start(clip, truth, stride=2) <= 62 - 7  # within frames 40-61
+    assert list(data.skipped) == [f"{gaps} [0.8, 1.2) s"]  # the file's other segment is fine
+    assert data.skipped[f"{gaps} [0.8, 1.2) s"].startswith("has 0 frames that decode in segment [0.8, 1.2) s")
     assert data.replaced >= 5
-    with pytest.raises(VideoDecodeError, match=r"gaps\.avi: has 0 frames that decode in segment \[2\.7, 3\.4\) s"):
+    with pytest.raises(VideoDecodeError, match=r"gaps\.avi: has 0 frames that decode in segment \[0\.8, 1\.2\) s"):
         VideoDataset(rows, train=False, **args)(0)
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,8 @@ from parallel_loader.video._indexes.store import IndexStore, Record
 from .video_files import write_encoded_video, write_video
 
 REPO = Path(__file__).resolve().parent.parent
+
+MP4_TICK = Fraction(1, 15360)  # a common MP4 time base: every index keeps its own
 
 
 @pytest.fixture
@@ -170,7 +173,7 @@ def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_
 def test_a_million_entries_fit_the_documented_bound_without_eviction():
     """1,000,000 synthetic entries (Kinetics-like: 300 frames, 5 keyframes, a 63-character path), no video."""
     cache = IndexCache(None)
-    index = VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS)
+    index = VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS, time_base=MP4_TICK)
     body = encode(index)
     count = 1_000_000
     with cache._lock:
@@ -191,7 +194,9 @@ def test_the_charge_is_what_python_allocates():
     import tracemalloc
 
     cache = IndexCache(None)
-    body = encode(VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS))
+    body = encode(
+        VideoIndex(300, (0, 60, 120, 180, 240), True, "", 0, 512, intact=True, made_by=PACKETS, time_base=MP4_TICK)
+    )
     entries = []
     for k in range(20_000):
         name = f"/data/kinetics700/train/class_{k % 700:03d}/{k:011d}_000010_000020.mp4"

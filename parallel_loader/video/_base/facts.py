@@ -76,7 +76,7 @@ class VideoIndex:
 
     @property
     def timed(self) -> bool:
-        """Whether the index holds every frame's timestamp and their time base: frames can be found by time."""
+        """True when the index holds every frame's timestamp and their time base, so frames can be found by time."""
         return self.time_base is not None and (self.pts_table is not None or self.pts_step > 0)
 
     def seek_target(self, key: int) -> int:

@@ -112,7 +112,7 @@ class SourceKey(NamedTuple):
 
     @property
     def slot(self) -> str:
-        """What the index is kept under: the name, and the stream's number when one is named."""
+        """The name the index is kept under, with the stream's number when one is named."""
         return stream_slot(self.name, self.stream)
 
     def of_stream(self, stream: int | None) -> SourceKey:

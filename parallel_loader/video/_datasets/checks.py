@@ -8,6 +8,7 @@ opened unless ``exact_counts`` asks for it. See :doc:`/video/datasets`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -191,9 +192,10 @@ def _count_exactly(
 ) -> None:
     """Index every file now, on threads with a progress display; reject the samples that cannot give a clip."""
     paths = sorted({p for i, p in enumerate(samples.paths()) if keep[i]})
+    index_of = functools.partial(cache.get, stream=reader.stream)
     failures = {
         path: exc
-        for path, _, exc in each_file(paths, cache.get, what="counting frames (exact_counts=True)")
+        for path, _, exc in each_file(paths, index_of, what="counting frames (exact_counts=True)")
         if exc is not None
     }
     for i in np.flatnonzero(keep).tolist():
@@ -203,8 +205,9 @@ def _count_exactly(
             if exc is not None:
                 raise exc
             first, stop = reader.range(video, cache)
-            if stop - first < reader.span:
-                raise VideoDecodeError(video.path, reader.too_few(video, first, stop))
+            lacking = reader.lacking(video, first, stop, cache)
+            if lacking:
+                raise VideoDecodeError(video.path, lacking)
         except (VideoDecodeError, OSError) as exc:
             keep[i] = False
             reason = exc.reason if isinstance(exc, VideoDecodeError) else str(exc)

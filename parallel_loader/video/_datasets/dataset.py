@@ -26,6 +26,7 @@ from .checks import check_arguments, sample_list_of, usable
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
 from .seeds import epoch_order
+from .timing import check_timing
 
 __all__ = ["VideoDataset"]
 
@@ -69,6 +70,11 @@ class VideoDataset(YieldFunction):
         index_cache: where the files' indexes are kept; default: ``default_index_cache()``.
         find_missing: name missing files at construction by listing each folder
             once; ``False`` finds them at their first read instead.
+        stream: the stream read from each file, by its number; ``None`` takes
+            the video stream FFmpeg picks as best (see ``read_clip``).
+        fps: sample each clip at this many frames a second, by the files'
+            timestamps, instead of ``stride`` frames apart. Clips then last
+            ``clip_len / fps`` seconds whatever each file's frame rate.
 
     Raises:
         TypeError: an argument has the wrong type.
@@ -105,7 +111,10 @@ class VideoDataset(YieldFunction):
         quarantine: Quarantine | None = None,
         index_cache: IndexCache | None = None,
         find_missing: bool = True,
+        stream: int | None = None,
+        fps: float | None = None,
     ) -> None:
+        self.stream, self.fps = check_timing(stream, fps, sampling, stride)
         args = check_arguments(
             batch_size=batch_size,
             clip_len=clip_len,
@@ -155,6 +164,8 @@ class VideoDataset(YieldFunction):
             num_crops=self.num_crops,
             views=self.views,
             train=self.train,
+            stream=self.stream,
+            fps=self.fps,
         )
         self.span = self._reader.span  # the fewest frames a sample needs
         self.quarantine = Quarantine() if quarantine is None else quarantine

@@ -55,6 +55,8 @@ class VideoFolder(VideoDataset):
         quarantine: where bad videos are kept, see ``VideoDataset``.
         index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
         find_missing: name files gone since the folders were listed, see ``VideoDataset``.
+        stream: the stream read from each video, see ``VideoDataset``.
+        fps: sample each clip at this many frames a second, see ``VideoDataset``.
 
     Raises:
         TypeError: ``root`` is not a path, or an argument has the wrong type.
@@ -93,6 +95,8 @@ class VideoFolder(VideoDataset):
         quarantine: Quarantine | None = None,
         index_cache: IndexCache | None = None,
         find_missing: bool = True,
+        stream: int | None = None,
+        fps: float | None = None,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -114,6 +118,8 @@ class VideoFolder(VideoDataset):
             quarantine=quarantine,
             index_cache=index_cache,
             find_missing=find_missing,
+            stream=stream,
+            fps=fps,
         )
 
     def _describe(self) -> str:

@@ -19,9 +19,10 @@ import numpy as np
 from .._base.errors import VideoDecodeError
 from .._base.info import VideoInfo
 from .._indexes.cache import IndexCache
-from .._read.clips import probe, read_clip
+from .._read.clips import probe, read_clip, read_frames
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling, crops, frames_needed, temporal_views
+from .timing import segment_frames, time_views, too_short
 
 __all__ = ["EXACT_HINT", "SampleReader", "SampleView", "Video", "frame_range", "listed"]
 
@@ -78,6 +79,8 @@ class SampleReader:
         num_crops: crops per clip.
         views: views per sample, or ``None`` for a batch without a views axis.
         train: draw the clips and crops at random; otherwise take the centre ones.
+        stream: the stream read, by its number; None for FFmpeg's best video stream.
+        fps: sample each clip at this many frames a second, by timestamps (see ``timing``); None: by frames.
     """
 
     def __init__(
@@ -95,11 +98,15 @@ class SampleReader:
         num_crops: int,
         views: int | None,
         train: bool,
+        stream: int | None = None,
+        fps: float | None = None,
     ) -> None:
         self.clip_len = clip_len
         self.stride = stride
         self.sampling = sampling
-        self.span = frames_needed(sampling, clip_len, stride)  # the fewest frames a sample needs
+        # The fewest frames a sample needs; at ``fps``, a clip needs a time instead (checked as it is read).
+        self.span = 1 if fps is not None else frames_needed(sampling, clip_len, stride)
+        self.stream, self.fps = stream, fps
         self.size = size
         self.decode_size = decode_size
         self.dtype = dtype
@@ -119,7 +126,7 @@ class SampleReader:
         """Return what ``path``'s header says (read once per dataset, for the last few thousand files asked)."""
         info = self._headers.get(path)
         if info is None:
-            info = probe(path)
+            info = probe(path, stream=self.stream)
             if len(self._headers) >= _HEADERS_KEPT:
                 self._headers.clear()  # a dict written by several threads: only whole-dict operations
             self._headers[path] = info
@@ -143,23 +150,39 @@ class SampleReader:
 
         An intact file's frames are those its index says decode. A damaged file
         keeps its header's count, unless ``exact_counts``. A segment's times
-        become frames at the header's frame rate.
+        become frames by the index's timestamps (``timing.segment_frames``).
+        Where those cannot place frames in time, or the count is the header's, at the header's frame rate.
 
         Raises:
             VideoDecodeError: the file does not open, or a segment's file gives no frame rate.
             OSError: the file cannot be read.
         """
-        index = cache.get(video.path)
+        index = cache.get(video.path, stream=self.stream)
         frames = index.frames if index.intact or self.exact_counts else self.header(video.path).frames
         if video.whole:
             return 0, frames
+        if index.timed and frames == index.frames:
+            return segment_frames(index, video.start, video.end, video.path)
         fps = self.header(video.path).fps
         if not fps > 0:
             raise VideoDecodeError(video.path, "its header gives no frame rate, so a segment's times name no frames")
         return frame_range(video.start, video.end, frames, fps)
 
+    def lacking(self, video: Video, first: int, stop: int, cache: IndexCache) -> str:
+        """Return why ``video``'s frames ``first`` to ``stop - 1`` give no clip, or "" when they give one.
+
+        Raises:
+            VideoDecodeError: with ``fps``, the file's timestamps cannot place frames in time.
+        """
+        if self.fps is None or stop <= first:
+            return "" if stop - first >= self.span else self.too_few(video, first, stop)
+        index = cache.get(video.path, stream=self.stream)
+        return too_short(index, first, stop, self.clip_len, self.fps, video.path)
+
     def needs(self) -> str:
         """Return what a sample needs, for a message: ``"a clip of 16 frames at stride 2 needs (31)"``."""
+        if self.fps is not None:
+            return f"a clip of {self.clip_len} frames at {self.fps:g} fps needs ({self.span})"
         if self.sampling == "clip":
             return f"a clip of {self.clip_len} frames at stride {self.stride} needs ({self.span})"
         return f"{self.clip_len} segments need ({self.span})"
@@ -198,10 +221,19 @@ class SampleReader:
             OSError: the file cannot be read.
         """
         draw = rng if self.train else None
-        views = temporal_views(self.sampling, first, stop, self.clip_len, self.stride, draw, num_views=self.num_clips)
-        read = functools.partial(read_clip, video.path, size=self.decode_size, seek=self.seek, index_cache=cache)
+        if self.fps is not None:
+            index = cache.get(video.path, stream=self.stream)
+            views = time_views(index, first, stop, self.clip_len, self.fps, draw, self.num_clips, video.path)
+        else:
+            views = temporal_views(
+                self.sampling, first, stop, self.clip_len, self.stride, draw, num_views=self.num_clips
+            )
+        options: dict[str, Any] = dict(size=self.decode_size, seek=self.seek, index_cache=cache, stream=self.stream)
+        read = functools.partial(read_clip, video.path, **options)
         try:
-            if self.sampling == "clip":
+            if self.fps is not None:  # frames played at evenly spaced times: repeated or skipped
+                clips = [read_frames(video.path, v, **options) for v in views]
+            elif self.sampling == "clip":
                 clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
             else:  # each frame read once, however many views share it
                 wanted = np.unique(np.concatenate(views))

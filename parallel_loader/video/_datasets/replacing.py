@@ -170,9 +170,10 @@ def load(
             key = video.path  # a failure counts for the whole file, unless only this sample's range is at fault
             try:
                 first, stop = reader.range(video, cache)
-                if stop - first < reader.span:
+                lacking = reader.lacking(video, first, stop, cache)
+                if lacking:
                     key = video.key
-                    raise VideoDecodeError(video.path, reader.too_few(video, first, stop))
+                    raise VideoDecodeError(video.path, lacking)
                 reader.decode_into(out, rng, video, first, stop, cache)
                 if replaced is not None:
                     bad.replacements.append((epoch, position, replaced))
