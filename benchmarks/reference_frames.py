@@ -21,7 +21,8 @@ Every frame read through the project must equal its reference. Frames of more
 than 8 bits a sample may differ by up to ``--high-depth-levels`` (4). The script
 reads the original files, without remuxing. It needs neither torch nor torchcodec:
 a ``.pt`` file is a zip holding a pickle and the tensor's bytes. It prints one row
-per video, stream and way of reading, and exits 1 if any check fails.
+per video, stream and way of reading. A second table checks ``probe``'s size and
+``frame_count`` against the references. The script exits 1 if any check fails.
 See docs/video/decoding.md.
 """
 
