@@ -352,8 +352,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             print(f"FAIL {row.asset} stream {row.stream}, {row.read_as}: {failure}")
     for note in notes:
         print(f"note: {note}")
+    if not rows:
+        print(f"no reference frame found in {folder}: nothing checked")
     passed = bool(rows) and all(row.passed for row in rows) and all(r[-1] == "pass" for r in headers_checked)
-    frames_ok = all(row.passed for row in rows)
+    frames_ok = bool(rows) and all(row.passed for row in rows)
     print(f"{sum(r.checked for r in rows)} frames checked: {'all passed' if frames_ok else 'FAILED'}")
     print(f"{len(headers_checked)} header facts checked: {sum(r[-1] == 'pass' for r in headers_checked)} right")
     results = [dataclasses.asdict(row) for row in rows]
