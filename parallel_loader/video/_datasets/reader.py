@@ -104,7 +104,7 @@ class SampleReader:
         self.clip_len = clip_len
         self.stride = stride
         self.sampling = sampling
-        # The fewest frames a sample needs; at ``fps``, a clip needs a time instead (checked as it is read).
+        # The fewest frames a sample needs; at ``fps``, a clip needs a time instead (see ``lacking``).
         self.span = 1 if fps is not None else frames_needed(sampling, clip_len, stride)
         self.stream, self.fps = stream, fps
         self.size = size

@@ -1,4 +1,4 @@
-"""Time in a dataset: which stream is read, segments by timestamps, and clips sampled at a fixed frame rate.
+"""Time in a dataset: the stream and fps arguments, segments by timestamps, and clips at a fixed frame rate.
 
 Words used here (see ``_read.times`` for a frame's *display time* and the frame *played at* a time):
 
