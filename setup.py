@@ -47,7 +47,8 @@ setup(
         "azure": ["fsspec>=2024.6", "adlfs>=2024.4"],
         "http": ["fsspec>=2024.6", "aiohttp>=3.9"],
         "plot": ["matplotlib>=3.8"],
-        # The peer reader the video benchmarks compare with (benchmarks.video_decode, benchmarks.video_cold).
-        "bench": ["decord2>=3.4"],
+        # The peer reader the video benchmarks compare with (benchmarks.video_decode, benchmarks.video_cold);
+        # imageio-ffmpeg: an ffmpeg command for benchmarks.reference_frames where none is on the path.
+        "bench": ["decord2>=3.4", "imageio-ffmpeg>=0.5"],
     },
 )
