@@ -145,6 +145,13 @@ def test_stream_names_a_stream_and_each_streams_index_is_kept_apart(files, cache
         read_clip(two.path, 10, 3, stream=0, index_cache=cache)
 
 
+def test_probe_reads_the_header_of_the_stream_read(files):
+    """OpenCV reads the first video stream's header: probe of another, the default here, must not take it."""
+    two = files["two_mp4"]  # an MP4's header counts each stream's frames: 12 in the first, 15 in FFmpeg's best
+    assert (probe(two.path).frames, probe(two.path, stream=1).frames, probe(two.path, stream=0).frames) == (15, 15, 12)
+    assert frame_count(two.path, exact=False) == 15
+
+
 @pytest.mark.parametrize("stream", [2, 7])
 def test_a_stream_that_is_not_there_fails_naming_the_file_and_its_streams(files, cache, stream):
     two = files["two"]

@@ -32,12 +32,11 @@ log = logging.getLogger(__name__)
 def probe_local(path: str | os.PathLike[str], *, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
     """``probe`` for a local file: its header, without decoding.
 
-    OpenCV reads the header of the stream FFmpeg ranks best. Any other stream's
-    header (one named, or the default when FFmpeg's best is an attached picture) is read through PyAV.
+    OpenCV reads the header of the file's first video stream. Any other stream's
+    header (one named, or the default when FFmpeg ranks another best) is read through PyAV.
     """
     with open_video(path, stream) as (container, video):
-        best = container.streams.best("video")
-        if best is None or video.index != best.index:
+        if video.index != container.streams.video[0].index:
             return stream_info(container, video, rotate)
     capture = _open(path)
     try:
