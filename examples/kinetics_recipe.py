@@ -1,6 +1,7 @@
 """A Kinetics-style recipe: 16-frame clips over 2 s, scale jitter, crop, flip, mixup, 3x3 views per video.
 
-Training clips are 16 frames spread over about 2 seconds. Each clip's frames
+Training clips are 16 frames played over 2 seconds, found by timestamps,
+whatever each file's frame rate (25, 30, 60 or variable). Each clip's frames
 are scaled to a random short side in ``--scale``, cut to a random ``--crop``
 square and flipped at random. Batches are mixed by ``Mixup`` over one-hot,
 smoothed labels. Evaluation sees each validation video as 3 clips spread over
@@ -24,7 +25,7 @@ import numpy as np
 
 from parallel_loader import DataLoader
 from parallel_loader.sample_data import make_sample_data
-from parallel_loader.video import Augment, Mixup, VideoFolder, probe
+from parallel_loader.video import Augment, Mixup, VideoFolder
 
 log = logging.getLogger("kinetics_recipe")
 
@@ -48,11 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def datasets(args: argparse.Namespace) -> tuple[VideoFolder, VideoFolder]:
     """Return the training set (augmented, mixed) and the evaluation set (3 x 3 views, with sample indices)."""
-    # The clip spans --seconds at the first training video's frame rate.
-    fps = probe(next((args.data / "train").rglob("*.avi"))).fps
-    stride = max(1, round(args.seconds * fps / args.clip_len))
+    # --clip-len frames over --seconds: the frames played at t0, t0 + 1/fps, ... by each file's timestamps.
+    fps = args.clip_len / args.seconds
     augment = Augment(scale=tuple(args.scale))  # a random crop of --crop, flipped with probability 1/2
-    clips = dict(batch_size=args.batch_size, clip_len=args.clip_len, stride=stride, size=(args.crop, args.crop))
+    clips = dict(batch_size=args.batch_size, clip_len=args.clip_len, fps=fps, size=(args.crop, args.crop))
     train = VideoFolder(
         args.data / "train",
         seed=args.seed,
