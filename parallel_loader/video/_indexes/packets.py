@@ -41,7 +41,7 @@ from av.video.stream import VideoStream
 
 from .._base.facts import PACKETS, VideoIndex, regular_or_table
 
-__all__ = ["from_packets"]
+__all__ = ["family_problem", "from_packets", "index_of"]
 
 _VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2's VOP start code
 _MAX_NVOP_SIZE = 19  # FFmpeg's limit for a packet it takes as an N-VOP (libavcodec/h263dec.c)
@@ -75,8 +75,9 @@ def from_packets(container: InputContainer, stream: VideoStream, file_size: int)
     """
     family = container.format.name.split(",")[0]
     codec = stream.codec_context.name
-    if codec not in _FAMILIES.get(family, ()):
-        return f"{codec} in {family} is indexed by decoding"
+    problem = family_problem(family, codec)
+    if problem:
+        return problem
     check = _CODEC_CHECKS.get(codec)
     stamps: list[int] = []
     keys: list[int] = []  # timestamps of keyframe packets
@@ -106,13 +107,35 @@ def from_packets(container: InputContainer, stream: VideoStream, file_size: int)
                 keys.append(pts)
     except av.error.FFmpegError as exc:
         return f"the packets cannot be read to the end ({exc})"
-    if not stamps:
+    return index_of(np.asarray(stamps, dtype=np.int64), np.asarray(keys, dtype=np.int64))
+
+
+def family_problem(family: str, codec: str, *, bytes_seen: bool = True) -> str:
+    """Why ``codec`` in container ``family`` is indexed by decoding, or "" when its packets can tell.
+
+    Without ``bytes_seen`` (a container's tables, no packet read), a codec whose packets must be checked is refused too.
+    """
+    if codec not in _FAMILIES.get(family, ()):
+        return f"{codec} in {family} is indexed by decoding"
+    if not bytes_seen and codec in _CODEC_CHECKS:
+        return f"{codec} packets are checked one by one"
+    return ""
+
+
+def index_of(stamps: np.ndarray, keys: np.ndarray) -> VideoIndex | str:
+    """The index of packets with timestamps ``stamps`` (decoding order), ``keys`` those of keyframes; or why not.
+
+    The first packet must be a keyframe (``keys[0] == stamps[0]``), none may show
+    before it, and no two may share a timestamp.
+    """
+    if not stamps.size:
         return "no packet"
-    pts = np.asarray(stamps, dtype=np.int64)
-    if int(pts.min()) < stamps[0]:
+    if not keys.size or keys[0] != stamps[0]:
+        return "the first packet is not a keyframe"
+    if int(stamps.min()) < int(stamps[0]):
         return "frames show before the first keyframe (open-GOP leading frames at the start)"
-    pts.sort()
+    pts = np.sort(stamps)
     if pts.size > 1 and not (np.diff(pts) > 0).all():
         return "two packets share a timestamp"
-    keyframes = tuple(sorted({int(k) for k in np.searchsorted(pts, np.asarray(keys, dtype=np.int64))}))
+    keyframes = tuple(np.unique(np.searchsorted(pts, keys)).tolist())
     return regular_or_table(len(pts), keyframes, pts, intact=True, made_by=PACKETS)
