@@ -1,4 +1,4 @@
-"""A first touch from the container's tables: MP4/MOV sample tables read as arrays, without demuxing.
+"""A first touch from the container's tables: MP4/MOV sample tables and AVI indexes read as arrays, no demuxing.
 
 Each file is small and generated. The tables must give what demuxing every
 packet gives (the index, and each packet's offset, size, timestamp and
@@ -22,7 +22,7 @@ from parallel_loader.video._indexes.packet_table import table_in_memory
 from parallel_loader.video._indexes.tables import Refused, TableIndex, from_tables
 from parallel_loader.video._media.frames import open_video
 
-from .video_files import cut_with_edit_list, with_display_matrix, write_encoded_video
+from .video_files import cut_with_edit_list, pack_b_frames, with_display_matrix, write_encoded_video
 
 N = 30
 GOP = 10
@@ -35,13 +35,19 @@ READ = {
     "no_b_frames.mov": dict(H264),
     "audio_first.mp4": dict(H264, b_frames=2, audio_first=True),  # the video is the second track
     "faststart.mp4": dict(H264, b_frames=2, container_options={"movflags": "faststart"}),
+    "xvid.avi": dict(codec="mpeg4", codec_tag="XVID", gop=GOP),
+    "xvid_audio_first.avi": dict(codec="mpeg4", codec_tag="XVID", gop=GOP, audio_first=True),  # empty chunks too
+    "mjpeg.avi": dict(codec="mjpeg"),
+    "ffv1.avi": dict(codec="ffv1", gop=GOP),
 }
 # name -> writer arguments, and the start of the reason the tables give to refuse it.
 REFUSED = {
     "fragmented.mp4": (dict(H264, b_frames=2, container_options={"movflags": "frag_keyframe+empty_moov"}), "a frag"),
     "hevc.mp4": (dict(codec="libx265", gop=GOP, b_frames=2), "hevc in mov is indexed by decoding"),
-    "xvid.avi": (dict(codec="mpeg4", codec_tag="XVID", gop=GOP), "mpeg4 packets are checked one by one"),
-    "mjpeg.avi": (dict(codec="mjpeg"), "avi has no table reader"),
+    # FFmpeg times these packets from the decoder's reordering, which the index cannot tell.
+    "xvid_b_frames.avi": (dict(codec="mpeg4", codec_tag="XVID", gop=GOP, b_frames=2), "packet 0 is not where"),
+    "h264_b_frames.avi": (dict(H264, b_frames=2), "h264 in avi is indexed by decoding"),
+    "vp9.webm": (dict(codec="libvpx-vp9", gop=GOP), "vp9 in matroska is indexed by decoding"),
 }
 
 
@@ -52,6 +58,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
     made |= {name: write_encoded_video(root / name, N, **kwargs) for name, (kwargs, _) in REFUSED.items()}
     made["cut.mp4"] = cut_with_edit_list(made["b_frames.mp4"], root / "cut.mp4", 12)  # frames 10, 11 discarded
     made["rotated.mp4"] = with_display_matrix(made["b_frames.mp4"], root / "rotated.mp4", 90)
+    made["packed.avi"] = pack_b_frames(made["xvid_b_frames.avi"], root / "packed.avi")
     return made
 
 
@@ -104,7 +111,7 @@ def test_a_remote_files_packet_table_from_the_tables_equals_the_one_found_in_its
         np.testing.assert_array_equal(column, theirs)
 
 
-@pytest.mark.parametrize("name", [*REFUSED, "cut.mp4"])
+@pytest.mark.parametrize("name", [*REFUSED, "cut.mp4", "packed.avi"])
 def test_a_file_the_tables_cannot_vouch_for_is_indexed_as_before_and_every_clip_is_exact(files, name):
     path = files[name]
     made = tables_of(path)
@@ -118,14 +125,15 @@ def test_a_file_the_tables_cannot_vouch_for_is_indexed_as_before_and_every_clip_
         np.testing.assert_array_equal(read_clip(path, start, 3, index_cache=cache), truth[start : start + 3])
 
 
-def test_a_first_touch_of_an_mp4_demuxes_no_packet_loop(files, monkeypatch):
+@pytest.mark.parametrize("name", ["pyramid.mp4", "xvid.avi"])
+def test_a_first_touch_demuxes_no_packet_loop(files, monkeypatch, name):
     """The tables make the index: the loop over every packet (``from_packets``) is never entered."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("demuxed every packet")
 
     monkeypatch.setattr(make_module, "from_packets", refuse)
-    path = files["pyramid.mp4"]
+    path = files[name]
     truth = ground_truth(path)
     cache = IndexCache(None)
     for start in (0, 9, 10, 17, N - 3):
@@ -157,3 +165,16 @@ def test_damaged_tables_are_refused_with_the_reason(files, tmp_path):
     reason = track_packets(damaged, 1)
     assert isinstance(reason, str) and "reaches past its box" in reason
     assert track_packets(moov, 7) == "no track 7"
+
+
+def test_an_avi_with_an_open_dml_index_or_packed_b_frames_is_refused(files, tmp_path):
+    """FFmpeg prefers an OpenDML index to ``idx1``: no reader yet. Packed B-frames fail the codec's array check."""
+    data = files["xvid.avi"].read_bytes()
+    strl = data.index(b"strl")
+    reserved = data.index(b"JUNK", strl)  # the space the muxer keeps for an OpenDML super index
+    open_dml = tmp_path / "open_dml.avi"
+    open_dml.write_bytes(data[:reserved] + b"indx" + data[reserved + 4 :])
+    made = tables_of(open_dml)
+    assert isinstance(made, Refused) and made.reason == "an OpenDML index (no reader yet)"
+    made = tables_of(files["packed.avi"])
+    assert isinstance(made, Refused) and ("N-VOP" in made.reason or "packed B-frames" in made.reason)

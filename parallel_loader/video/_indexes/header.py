@@ -24,10 +24,11 @@ from .._base.keys import Fetched, SourceKey
 from .._bytes.objects import RemoteObject
 from .._bytes.range_file import RangeFile, fetch_whole, read_ends
 from .make import make_index
-from .mov_tables import box, boxes, read_at
+from .mov_tables import box, boxes
 from .packet_table import PacketTable, table_in_memory, table_of, table_of_arrays
 from .packets import from_packets
 from .tables import TableIndex, from_tables
+from .track_packets import read_at
 
 __all__ = ["index_object"]
 

@@ -18,31 +18,17 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import BinaryIO
 
 import numpy as np
 
-__all__ = ["TrackPackets", "box", "boxes", "read_at", "read_moov", "track_packets"]
+from .track_packets import TrackPackets, read_at
+
+__all__ = ["box", "boxes", "read_moov", "track_packets"]
 
 # Boxes of a track's sample table that add keyframes FFmpeg marks and this reader would not.
 _MORE_KEYFRAMES = (b"stps",)
 _MAX_MOOV = 1 << 30  # a header no real file reaches: refused rather than read
-
-
-@dataclass(frozen=True, eq=False)
-class TrackPackets:
-    """A track's packets in decoding order: byte offset, size, decoding time, composition offset, sync flag.
-
-    Times are in the track's time scale, before any edit list: FFmpeg's differ by a constant.
-    """
-
-    pos: np.ndarray  # int64
-    size: np.ndarray  # int64
-    dts: np.ndarray  # int64
-    offset: np.ndarray  # int64, composition offset: pts = dts + offset
-    key: np.ndarray  # bool
-    edits: int  # entries of the edit list that show media (empty edits not counted)
 
 
 def read_moov(file: BinaryIO, file_size: int) -> bytes | str:
@@ -234,12 +220,3 @@ def box(data: bytes, at: int, start: int, limit: int) -> tuple[bytes, int, int]:
     if size < header or start + size > limit:
         raise ValueError(f"a box at byte {start} of {size} bytes")
     return kind, start + header, start + size
-
-
-def read_at(file: BinaryIO, start: int, count: int) -> bytes:
-    """``count`` bytes of ``file`` from ``start``; fewer at its end."""
-    file.seek(start)
-    out = bytearray()
-    while len(out) < count and (chunk := file.read(count - len(out))):
-        out += chunk
-    return bytes(out)
