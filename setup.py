@@ -47,8 +47,9 @@ setup(
         "azure": ["fsspec>=2024.6", "adlfs>=2024.4"],
         "http": ["fsspec>=2024.6", "aiohttp>=3.9"],
         "plot": ["matplotlib>=3.8"],
-        # The peer reader the video benchmarks compare with (benchmarks.video_decode, benchmarks.video_cold);
+        # The peer readers the video benchmarks compare with: decord2 (benchmarks.video_decode,
+        # benchmarks.video_cold) and SPDL (benchmarks.video_cold: its time-window route for a clip);
         # imageio-ffmpeg: an ffmpeg command for benchmarks.reference_frames where none is on the path.
-        "bench": ["decord2>=3.4", "imageio-ffmpeg>=0.5"],
+        "bench": ["decord2>=3.4", "spdl>=0.8", "imageio-ffmpeg>=0.5"],
     },
 )

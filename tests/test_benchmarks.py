@@ -205,16 +205,18 @@ def test_video_decode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_video_cold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["--ucf-videos", "2", "--kinetics-videos", "1", "--rounds", "1", "--max-seconds", "1.5", "--clip-len", "4"]
-    argv += ["--size", "32", "32", "--threads", "1", "--readers", "parallel_loader", "grab-from-start"]
+    argv += ["--size", "32", "32", "--threads", "1", "--readers", "parallel_loader", "grab-from-start", "limit"]
     report = video_cold.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
     assert set(report["sets"]) == {"ucf", "kinetics"}
     for result in report["sets"].values():
         readers = result["results"]
-        assert set(readers) == {"parallel_loader", "grab-from-start"}
+        assert set(readers) == {"parallel_loader", "grab-from-start", "limit"}
         for reader in readers.values():
             assert _finite(reader["first"]["1"]) and _finite(reader["second"]["1"])
             assert reader["exact"] == f"{result['videos']}/{result['videos']}"
-    assert "| parallel_loader |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| parallel_loader |" in out and "|           limit |" in out
+    assert "CPU per clip <= 1.25x the limit at 1 thread(s)" in out
     assert json.loads((tmp_path / "video_cold.json").read_text())["sets"]["ucf"]["videos"] == 2
 
 

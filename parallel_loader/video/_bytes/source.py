@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+from typing import BinaryIO
 
 import av
 import av.error
@@ -17,7 +18,7 @@ from .._base.keys import Fetched, SourceKey, is_url, local_key, shown_url
 from .objects import remote_object
 from .range_file import RangeFile
 
-__all__ = ["open_container", "source_key"]
+__all__ = ["open_bytes", "open_container", "source_key"]
 
 
 def source_key(path: str | os.PathLike[str]) -> SourceKey:
@@ -27,6 +28,19 @@ def source_key(path: str | os.PathLike[str]) -> SourceKey:
     if is_url(path):
         return remote_object(os.fspath(path)).key()
     return local_key(path)
+
+
+def open_bytes(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path``'s bytes as a seekable binary file: a local file, a URL's ``RangeFile``, or a ``Fetched``'s memory.
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+    """
+    if isinstance(path, Fetched):
+        return io.BytesIO(path.data)
+    if is_url(path):
+        return io.BufferedReader(RangeFile.open(os.fspath(path)))
+    return open(path, "rb")
 
 
 def open_container(path: str | os.PathLike[str]) -> InputContainer:

@@ -25,8 +25,11 @@ from .._bytes.objects import RemoteObject
 from .._bytes.range_file import RangeFile, fetch_whole, read_ends
 from .._media.streams import chosen_stream
 from .make import make_index
-from .packet_table import PacketTable, table_in_memory, table_of
-from .packets import from_packets
+from .mov_tables import box, boxes
+from .packet_table import PacketTable, table_in_memory, table_of, table_of_arrays
+from .packets import array_check, from_packets
+from .tables import Refused, TableIndex, from_tables
+from .track_packets import read_at
 
 __all__ = ["index_object"]
 
@@ -66,7 +69,68 @@ def index_object(
 def _from_header(
     remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes]
 ) -> tuple[VideoIndex | str, PacketTable | None]:
-    """An MP4/MOV's index and packet table from its header, the media data read as zeros.
+    """An MP4/MOV's index and packet table from its header: its sample tables, else its packets demuxed.
+
+    The sample tables are read as arrays (see ``tables``). Where they cannot
+    tell, the packets are demuxed with the media data read as zeros (``_demuxed``).
+    """
+    opened = _open_header(remote, key, blocks)
+    if isinstance(opened, str):
+        return opened, None
+    container, stream = opened
+    try:
+        if array_check(stream.codec_context.name) is not None:  # its check reads every packet: not from a header
+            made: TableIndex | Refused = Refused("its packets' check reads the media data")
+        else:
+            made = from_tables(container, stream, RangeFile(remote, key, blocks), key.size)
+        if isinstance(made, TableIndex):
+            matrix = _header_matrix(remote, key, blocks, stream.id)
+            if isinstance(matrix, str):
+                return matrix, None
+            return made.index, table_of_arrays(stream, made.pos, made.size, made.pts, made.key, matrix)
+        log.debug("video %s: its tables cannot tell (%s); demuxing its header", remote.shown, made.reason)
+    finally:
+        container.close()
+    return _demuxed(remote, key, blocks)
+
+
+def _open_header(
+    remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes]
+) -> tuple[av.container.InputContainer, av.video.stream.VideoStream] | str:
+    """The object opened from its header, the media data read as zeros, and the stream ``key`` names; or why not.
+
+    The stream's sync samples are read before any packet (``stream.index_entries``).
+
+    Raises:
+        VideoDecodeError: the object has no such video stream.
+    """
+    source = RangeFile(remote, key, blocks)
+    try:
+        container = av.open(source)
+    except av.error.FFmpegError as exc:
+        return f"the header cannot be read ({exc})"
+    try:
+        stream = chosen_stream(container, key.stream, remote.shown)
+    except BaseException:
+        container.close()
+        raise
+    stream.codec_context.thread_count = 1
+    source.zero_fill = True
+    return container, stream
+
+
+def _header_matrix(remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes], track_id: int) -> bytes | str | None:
+    """The display matrix (see ``display_matrix``), or why it cannot be read; the header's bytes are held."""
+    try:
+        return display_matrix(RangeFile(remote, key, blocks), track_id)
+    except ValueError as exc:
+        return f"the display matrix cannot be read from the header ({exc})"
+
+
+def _demuxed(
+    remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes]
+) -> tuple[VideoIndex | str, PacketTable | None]:
+    """An MP4/MOV's index and packet table from its packets demuxed, the media data read as zeros.
 
     Offsets, sizes and timestamps come from the sample tables; which packets are
     keyframes from the sync-sample table (``stream.index_entries``, copied at
@@ -77,24 +141,20 @@ def _from_header(
     matrix: bytes | None = None
     packets: list[tuple[int, int, int, bool]] = []
     for _ in range(2):  # once for the index, once for the table; the header's bytes are held after the first
-        source = RangeFile(remote, key, blocks)
+        opened = _open_header(remote, key, blocks)
+        if isinstance(opened, str):
+            return opened, None
+        container, stream = opened
         try:
-            container = av.open(source)
-        except av.error.FFmpegError as exc:
-            return f"the header cannot be read ({exc})", None
-        try:
-            stream = chosen_stream(container, key.stream, remote.shown)
-            stream.codec_context.thread_count = 1
             sync = {entry.pos for entry in stream.index_entries if entry.is_keyframe}
-            source.zero_fill = True
             if not made:
                 made.append(from_packets(_SyncKeyed(container, sync), stream, key.size))
                 if not isinstance(made[0], VideoIndex):
                     return made[0], None
-                try:  # the header's bytes are held: no request
-                    matrix = display_matrix(RangeFile(remote, key, blocks), stream.id)
-                except ValueError as exc:
-                    return f"the display matrix cannot be read from the header ({exc})", None
+                found = _header_matrix(remote, key, blocks, stream.id)
+                if isinstance(found, str):
+                    return found, None
+                matrix = found
                 continue
             for packet in container.demux(stream):
                 if packet.size:
@@ -114,12 +174,12 @@ def display_matrix(source: RangeFile, track_id: int) -> bytes | None:
     """
     start = 0
     while start + 8 <= source.key.size:
-        header = _read_at(source, start, 8)
+        header = read_at(source, start, 8)
         if header[:4] == b"\0\0\0\1":  # a 64-bit size follows
-            header = _read_at(source, start, 16)
-        kind, body, end = _box(header, 0, start, source.key.size)
+            header = read_at(source, start, 16)
+        kind, body, end = box(header, 0, start, source.key.size)
         if kind == b"moov":
-            return _track_matrix(_read_at(source, body, end - body), track_id)
+            return _track_matrix(read_at(source, body, end - body), track_id)
         start = end
     raise ValueError("no moov box")
 
@@ -127,11 +187,11 @@ def display_matrix(source: RangeFile, track_id: int) -> bytes | None:
 def _track_matrix(moov: bytes, track_id: int) -> bytes | None:
     """The display matrix of track ``track_id`` from the ``moov`` box's body (see ``display_matrix``)."""
     movie = [[0] * 3 for _ in range(3)]  # FFmpeg's before an mvhd is read: a tkhd before it gets zeros
-    for kind, body, end in _boxes(moov, 0, len(moov)):
+    for kind, body, end in boxes(moov, 0, len(moov)):
         if kind == b"mvhd":  # version, flags, 2 times, timescale, duration (64-bit in version 1), 16 bytes
             movie = _matrix(moov, body, end, 36, 48)
         elif kind == b"trak":
-            for child, header, child_end in _boxes(moov, body, end):
+            for child, header, child_end in boxes(moov, body, end):
                 if child == b"tkhd":  # version, flags, 2 times, track ID, 4 bytes, duration, 16 bytes
                     track = _matrix(moov, header, child_end, 40, 52)
                     if struct.unpack_from(">I", moov, header + (20 if moov[header] == 1 else 12))[0] == track_id:
@@ -155,39 +215,6 @@ def _matrix(data: bytes, body: int, end: int, at: int, at_version_1: int) -> lis
         raise ValueError(f"a box of {end - body} bytes holds no matrix")
     values = struct.unpack_from(">9i", data, body + offset)
     return [list(values[i : i + 3]) for i in range(0, 9, 3)]
-
-
-def _boxes(data: bytes, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
-    """The boxes in ``data[start:end]``, each as ``(type, body start, end)``."""
-    while start + 8 <= end:
-        kind, body, box_end = _box(data, start, start, end)
-        yield kind, body, box_end
-        start = box_end
-
-
-def _box(data: bytes, at: int, start: int, limit: int) -> tuple[bytes, int, int]:
-    """The box whose header is at ``data[at:]`` and at ``start`` in the file: ``(type, body start, end)``."""
-    if len(data) < at + 8:
-        raise ValueError(f"a box header at byte {start} cut short")
-    size, kind = struct.unpack_from(">I4s", data, at)
-    header = 8
-    if size == 1:
-        if len(data) < at + 16:
-            raise ValueError(f"a box header at byte {start} cut short")
-        size, header = struct.unpack_from(">Q", data, at + 8)[0], 16
-    elif size == 0:
-        size = limit - start
-    if size < header or start + size > limit:
-        raise ValueError(f"a box at byte {start} of {size} bytes")
-    return kind, start + header, start + size
-
-
-def _read_at(source: RangeFile, start: int, count: int) -> bytes:
-    source.seek(start)
-    out = bytearray()
-    while len(out) < count and (chunk := source.read(count - len(out))):
-        out += chunk
-    return bytes(out)
 
 
 class _SyncKeyed:

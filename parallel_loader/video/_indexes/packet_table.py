@@ -29,7 +29,7 @@ from .._base.keys import Fetched
 from .._media.pixels import Orientation, orientation
 from .._media.streams import chosen_stream
 
-__all__ = ["PacketTable", "kept_table", "table_in_memory", "table_of"]
+__all__ = ["PacketTable", "kept_table", "table_in_memory", "table_of", "table_of_arrays"]
 
 log = logging.getLogger(__name__)
 
@@ -135,20 +135,23 @@ def table_of(
     """The table of ``stream``'s ``packets`` (offset, size, pts, keyframe); None if one has no offset or pts."""
     if not packets or any(p[0] is None or p[0] < 0 or p[2] is None for p in packets):
         return None
-    context = stream.codec_context
     columns = np.asarray([p[:3] for p in packets], dtype=np.int64).T
-    return PacketTable(
-        context.name,
-        context.codec_tag or "",
-        context.width,
-        context.height,
-        bytes(context.extradata or b""),
-        columns[0],
-        columns[1],
-        columns[2],
-        np.asarray([p[3] for p in packets], dtype=bool),
-        display_matrix,
-    )
+    keys = np.asarray([p[3] for p in packets], dtype=bool)
+    return table_of_arrays(stream, columns[0], columns[1], columns[2], keys, display_matrix)
+
+
+def table_of_arrays(
+    stream: av.video.stream.VideoStream,
+    pos: np.ndarray,
+    size: np.ndarray,
+    pts: np.ndarray,
+    key: np.ndarray,
+    display_matrix: bytes | None,
+) -> PacketTable:
+    """The table of ``stream``'s packets given as arrays (offset, size, pts, keyframe), in decoding order."""
+    context = stream.codec_context
+    start = (context.name, context.codec_tag or "", context.width, context.height, bytes(context.extradata or b""))
+    return PacketTable(*start, pos, size, pts, key, display_matrix)
 
 
 def table_in_memory(fetched: Fetched, stream: int | None = None) -> PacketTable | None:

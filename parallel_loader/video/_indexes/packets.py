@@ -42,7 +42,7 @@ from av.video.stream import VideoStream
 
 from .._base.facts import PACKETS, VideoIndex, regular_or_table
 
-__all__ = ["from_packets", "time_base_of"]
+__all__ = ["array_check", "family_problem", "from_packets", "index_of", "time_base_of"]
 
 _VOP = b"\x00\x00\x01\xb6"  # MPEG-4 part 2's VOP start code
 _MAX_NVOP_SIZE = 19  # FFmpeg's limit for a packet it takes as an N-VOP (libavcodec/h263dec.c)
@@ -56,8 +56,21 @@ def _mpeg4_problem(data: bytes) -> str:
     return ""
 
 
+def _mpeg4_arrays_problem(data: np.ndarray, pos: np.ndarray, size: np.ndarray) -> str:
+    """``_mpeg4_problem`` for every packet at once: ``data`` the bytes, packet k at ``pos[k]``, ``size[k]`` long."""
+    if (size <= _MAX_NVOP_SIZE).any():
+        return _mpeg4_problem(b"\0" * int(size.min()))
+    last = np.flatnonzero(data[3:] == _VOP[3])  # where a start code may begin: its last byte is 0xb6
+    codes = last[(data[last] == 0) & (data[last + 1] == 0) & (data[last + 2] == 1)]
+    counts = np.searchsorted(codes, pos + size - 3) - np.searchsorted(codes, pos)
+    wrong = np.flatnonzero(counts != 1)
+    return f"a packet holds {int(counts[wrong[0]])} VOPs (packed B-frames)" if wrong.size else ""
+
+
 # Codec name -> a check of one packet's bytes: "" or why packets may not map one to one to frames.
 _CODEC_CHECKS: dict[str, Callable[[bytes], str]] = {"mpeg4": _mpeg4_problem}
+# The same checks over every packet at once (see ``array_check``).
+_ARRAY_CHECKS: dict[str, Callable[[np.ndarray, np.ndarray, np.ndarray], str]] = {"mpeg4": _mpeg4_arrays_problem}
 
 # Container family (the first name FFmpeg gives its demuxer) -> the codecs whose packets are
 # indexed there: those the tests cover. Others are indexed by decoding until a test covers them.
@@ -76,8 +89,9 @@ def from_packets(container: InputContainer, stream: VideoStream, file_size: int)
     """
     family = container.format.name.split(",")[0]
     codec = stream.codec_context.name
-    if codec not in _FAMILIES.get(family, ()):
-        return f"{codec} in {family} is indexed by decoding"
+    problem = family_problem(family, codec)
+    if problem:
+        return problem
     check = _CODEC_CHECKS.get(codec)
     stamps: list[int] = []
     keys: list[int] = []  # timestamps of keyframe packets
@@ -107,16 +121,48 @@ def from_packets(container: InputContainer, stream: VideoStream, file_size: int)
                 keys.append(pts)
     except av.error.FFmpegError as exc:
         return f"the packets cannot be read to the end ({exc})"
-    if not stamps:
+    return index_of(np.asarray(stamps, dtype=np.int64), np.asarray(keys, dtype=np.int64), time_base_of(stream))
+
+
+def family_problem(family: str, codec: str, *, bytes_seen: bool = True) -> str:
+    """Why ``codec`` in container ``family`` is indexed by decoding, or "" when its packets can tell.
+
+    Without ``bytes_seen`` (a container's tables), a codec whose packets have a check but no ``array_check`` is refused.
+    """
+    if codec not in _FAMILIES.get(family, ()):
+        return f"{codec} in {family} is indexed by decoding"
+    if not bytes_seen and codec in _CODEC_CHECKS and codec not in _ARRAY_CHECKS:
+        return f"{codec} packets are checked one by one"
+    return ""
+
+
+def array_check(codec: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], str] | None:
+    """The codec's check of every packet at once, ``check(data, pos, size)``: "" or why not; None for no check.
+
+    ``data`` holds the bytes (uint8) and packet ``k`` is ``data[pos[k]:pos[k] + size[k]]``.
+    """
+    return _ARRAY_CHECKS.get(codec)
+
+
+def index_of(stamps: np.ndarray, keys: np.ndarray, time_base: Fraction | None) -> VideoIndex | str:
+    """The index of packets with timestamps ``stamps`` (decoding order), ``keys`` those of keyframes; or why not.
+
+    ``time_base`` is the unit of the timestamps, kept with the index (None: unknown).
+
+    The first packet must be a keyframe (``keys[0] == stamps[0]``), none may show
+    before it, and no two may share a timestamp.
+    """
+    if not stamps.size:
         return "no packet"
-    pts = np.asarray(stamps, dtype=np.int64)
-    if int(pts.min()) < stamps[0]:
+    if not keys.size or keys[0] != stamps[0]:
+        return "the first packet is not a keyframe"
+    if int(stamps.min()) < int(stamps[0]):
         return "frames show before the first keyframe (open-GOP leading frames at the start)"
-    pts.sort()
+    pts = np.sort(stamps)
     if pts.size > 1 and not (np.diff(pts) > 0).all():
         return "two packets share a timestamp"
-    keyframes = tuple(sorted({int(k) for k in np.searchsorted(pts, np.asarray(keys, dtype=np.int64))}))
-    return regular_or_table(len(pts), keyframes, pts, True, PACKETS, time_base=time_base_of(stream))
+    keyframes = tuple(np.unique(np.searchsorted(pts, keys)).tolist())
+    return regular_or_table(len(pts), keyframes, pts, intact=True, made_by=PACKETS, time_base=time_base)
 
 
 def time_base_of(stream: VideoStream) -> Fraction | None:

@@ -32,11 +32,12 @@ log = logging.getLogger(__name__)
 def probe_local(path: str | os.PathLike[str], *, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
     """``probe`` for a local file: its header, without decoding.
 
-    OpenCV reads the header of the file's first video stream. Any other stream's
-    header (one named, or the default when FFmpeg ranks another best) is read through PyAV.
+    OpenCV reads the header of a file with one video stream. With several, it
+    reads the first one's, and counts frames by the longest stream's duration:
+    then PyAV reads the chosen stream's header.
     """
     with open_video(path, stream) as (container, video):
-        if video.index != container.streams.video[0].index:
+        if len(container.streams.video) > 1:
             return stream_info(container, video, rotate)
     capture = _open(path)
     try:

@@ -1,0 +1,156 @@
+"""A video's index from its container's own tables, read as whole arrays: the first touch without demuxing.
+
+Demuxing every packet to learn a file's index costs a Python call per packet,
+under the GIL. A container that keeps its packet table (MP4/MOV: see
+``mov_tables``; AVI: ``avi_tables``) gives the same facts as a few numpy arrays.
+``from_tables`` reads them and anchors them to FFmpeg. FFmpeg's own index must
+hold as many packets, and agree at a few spread out (offset, size, decoding
+time, keyframe flag). The first demuxed packets must have the offsets and
+timestamps the tables give, up to one constant. Then the same checks as for
+demuxed packets apply on the arrays (``packets.index_of``, ``packets.array_check``).
+
+Anything the tables cannot vouch for returns the reason, and the caller demuxes
+the file as before. An index made here is checked on every read, as one made
+from demuxed packets is. See :doc:`/video/first_touch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import av.error
+import numpy as np
+from av.container import InputContainer
+from av.video.stream import VideoStream
+
+from .._base.facts import VideoIndex
+from .avi_tables import stream_packets
+from .mov_tables import read_moov, track_packets
+from .packets import array_check, family_problem, index_of, time_base_of
+from .track_packets import TrackPackets, read_at
+
+__all__ = ["Refused", "TableIndex", "from_tables"]
+
+_ANCHORS = 8  # packets of FFmpeg's index compared with the tables, spread over the file
+_FIRST = 3  # packets demuxed to anchor the tables' times to FFmpeg's timestamps
+
+
+@dataclass(frozen=True, eq=False)
+class TableIndex:
+    """A file's index, and its stream's packets (decoding order) as FFmpeg demuxes them."""
+
+    index: VideoIndex
+    pos: np.ndarray  # int64 byte offsets
+    size: np.ndarray  # int64
+    pts: np.ndarray  # int64, FFmpeg's presentation timestamps
+    key: np.ndarray  # bool
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why the tables cannot tell, and whether a packet was demuxed (then seek, or open the file again)."""
+
+    reason: str
+    demuxed: bool = False
+
+
+def from_tables(container: InputContainer, stream: VideoStream, file: BinaryIO, file_size: int) -> TableIndex | Refused:
+    """The index of ``stream`` from the container's tables, read from ``file``; or why they cannot tell.
+
+    ``stream`` names the track: another stream of the file reads its own table.
+    Demuxes at most a few packets of ``container``: seek before reading frames from it.
+    """
+    family = container.format.name.split(",")[0]
+    codec = stream.codec_context.name
+    problem = family_problem(family, codec, bytes_seen=False)
+    reader = _READERS.get(family)
+    if not problem and reader is None:
+        problem = f"{family} has no table reader"
+    if problem:
+        return Refused(problem)
+    packets = reader(file, file_size, stream)
+    if isinstance(packets, str):
+        return Refused(packets)
+    if packets.edits > 1:
+        return Refused(f"an edit list of {packets.edits} edits")
+    if (packets.size <= 0).any():
+        return Refused("an empty packet")
+    if int((packets.pos + packets.size).max()) > file_size:
+        return Refused("a packet reaches past the end of the file")
+    problem = _against_ffmpegs_index(stream, packets)
+    if problem:
+        return Refused(problem)
+    check = array_check(codec)
+    if check is not None:
+        begin = int(packets.pos.min())
+        data = np.frombuffer(read_at(file, begin, int((packets.pos + packets.size).max()) - begin), dtype=np.uint8)
+        problem = check(data, packets.pos - begin, packets.size)
+        if problem:
+            return Refused(problem)
+    first = _first_packets(container, stream, min(_FIRST, len(packets.pos)))
+    if isinstance(first, str):
+        return Refused(first, demuxed=True)
+    shift = first[0][1] - int(packets.dts[0])
+    pts = packets.dts + packets.offset + shift
+    for k, (pts_k, dts_k, pos_k) in enumerate(first):
+        if (pos_k, pts_k, dts_k) != (int(packets.pos[k]), int(pts[k]), int(packets.dts[k]) + shift):
+            return Refused(f"packet {k} is not where or when the tables put it", demuxed=True)
+    index = index_of(pts, pts[packets.key], time_base_of(stream))
+    if isinstance(index, str):
+        return Refused(index, demuxed=True)
+    return TableIndex(index, packets.pos, packets.size, pts, packets.key)
+
+
+def _mov(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | str:
+    moov = read_moov(file, file_size)
+    return moov if isinstance(moov, str) else track_packets(moov, stream.id)
+
+
+def _avi(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | str:
+    return stream_packets(file, file_size, stream.index)
+
+
+# Container family -> its table reader: ``reader(file, file_size, stream)`` gives the stream's packets or why not.
+_READERS: dict[str, Callable[[BinaryIO, int, VideoStream], TrackPackets | str]] = {"mov": _mov, "avi": _avi}
+
+
+def _against_ffmpegs_index(stream: VideoStream, packets: TrackPackets) -> str:
+    """ "" when FFmpeg's index has as many packets as the tables and agrees at a few; else how it differs.
+
+    PyAV 18.1's entries are views into FFmpeg's memory, good until demuxing starts: read them first.
+    """
+    entries = stream.index_entries
+    pos, size, dts, key = packets.pos - packets.header, packets.size, packets.dts, packets.key
+    count = len(pos)
+    if len(entries) != count:
+        return f"FFmpeg's index holds {len(entries)} packets, the tables {count}"
+    if not count:
+        return "no packet"
+    shift = entries[0].timestamp - int(dts[0])
+    picks = set(np.linspace(0, count - 1, _ANCHORS).astype(int).tolist())
+    keyframes = np.flatnonzero(key)
+    if len(keyframes):
+        picks |= set(keyframes[np.linspace(0, len(keyframes) - 1, _ANCHORS).astype(int)].tolist())
+    for i in sorted(picks):
+        entry = entries[i]
+        ours = (int(pos[i]), int(size[i]), int(dts[i]) + shift, bool(key[i]), False)
+        if (entry.pos, entry.size, entry.timestamp, bool(entry.is_keyframe), bool(entry.is_discard)) != ours:
+            return f"FFmpeg's index differs from the tables at packet {i}"
+    return ""
+
+
+def _first_packets(container: InputContainer, stream: VideoStream, count: int) -> list[tuple[int, int, int]] | str:
+    """The first ``count`` packets' ``(pts, dts, pos)``, or why they cannot anchor the tables."""
+    found: list[tuple[int, int, int]] = []
+    try:
+        for packet in container.demux(stream):
+            if len(found) == count:
+                break
+            if packet.pts is None or packet.dts is None or packet.pos is None or packet.is_discard:
+                return "a first packet has no timestamp or offset, or is to be discarded"
+            found.append((packet.pts, packet.dts, packet.pos))
+    except av.error.FFmpegError as exc:
+        return f"the first packets cannot be read ({exc})"
+    return found if len(found) == count else "fewer packets than the tables hold"

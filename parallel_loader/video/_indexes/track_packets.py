@@ -1,0 +1,39 @@
+"""A track's packets as a container's own tables give them: whole arrays, in decoding order.
+
+Each table reader (``mov_tables``, ``avi_tables``) returns ``TrackPackets``.
+``tables`` anchors them to FFmpeg and makes the index. See :doc:`/video/first_touch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+
+__all__ = ["TrackPackets", "read_at"]
+
+
+@dataclass(frozen=True, eq=False)
+class TrackPackets:
+    """A track's packets in decoding order: byte offset, size, decoding time, composition offset, sync flag.
+
+    Times are in the track's time base, before any edit list: FFmpeg's differ by a constant.
+    """
+
+    pos: np.ndarray  # int64 offsets of each packet's data
+    size: np.ndarray  # int64
+    dts: np.ndarray  # int64
+    offset: np.ndarray  # int64, composition offset: pts = dts + offset
+    key: np.ndarray  # bool
+    edits: int = 0  # entries of the edit list that show media (empty edits not counted)
+    header: int = 0  # bytes of a chunk header FFmpeg's index counts before each packet's data (AVI: 8)
+
+
+def read_at(file: BinaryIO, start: int, count: int) -> bytes:
+    """``count`` bytes of ``file`` from ``start``; fewer at its end."""
+    file.seek(start)
+    out = bytearray()
+    while len(out) < count and (chunk := file.read(count - len(out))):
+        out += chunk
+    return bytes(out)
