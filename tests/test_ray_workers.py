@@ -206,3 +206,14 @@ def test_train_and_model_fit_take_batches_from_actors():
         verbose=0,
     )
     assert len(history.history["loss"]) == 2 and loader_of(dataset).workers is TWO
+
+
+def test_the_benchmark_compares_the_cpu_per_clip_of_threads_and_actors(cluster, tmp_path):
+    from benchmarks import ray_workers
+
+    argv = ["--address", cluster.address, "--videos", "4", "--seconds", "1", "--clips", "2", "--clip-len", "4"]
+    report = ray_workers.main([*argv, "--size", "32", "--epochs", "1", "--out", str(tmp_path)])
+    results = report["results"]
+    assert sorted(results) == ["actors=2, calls_per_actor=2", "threads=2"]
+    assert results["threads=2"]["ratio"] == 1.0 and results["actors=2, calls_per_actor=2"]["cpu ms/clip"] > 0
+    assert ray.is_initialized()  # the cluster it was given is left as it was
