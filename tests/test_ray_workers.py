@@ -23,8 +23,10 @@ from parallel_loader import DataLoader, Train, WorkerProcessDied, as_tf_dataset
 from parallel_loader._calls.remote_errors import RemoteTraceback
 from parallel_loader.ray import RayWorkers
 from parallel_loader.tensorflow._tf_data import loader_of
+from parallel_loader.video import VideoDataset, VideoDecodeError
 
 from . import process_data as data
+from .video_files import truncate, write_video
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
 
@@ -115,6 +117,15 @@ def test_an_error_comes_as_itself_with_the_actors_traceback_and_skip_records_it(
         errors = loader.errors
     assert got == [0, 1, 2, 4, 5]
     assert [(e.index, e.type) for e in errors] == [(3, "ValueError")] and log.read_text().count("\n") == 1
+
+
+def test_a_truncated_video_raises_the_video_decode_error_naming_it(tmp_path):
+    bad = str(truncate(write_video(tmp_path / "v.avi", 30, fourcc="MJPG"), 0.5))  # 6 of 30 frames decode
+    loader = DataLoader(VideoDataset([(bad, 0)] * 4, batch_size=4, clip_len=8, size=(16, 20)), workers=TWO)
+    with loader, pytest.raises(VideoDecodeError) as raised:
+        list(loader)
+    assert type(raised.value) is VideoDecodeError and raised.value.path == bad and bad in str(raised.value)
+    assert any("Ray actor" in note for note in raised.value.__notes__)
 
 
 def test_epoch_hooks_and_reports_reach_the_actors_and_the_loader():

@@ -95,8 +95,9 @@ def connect(address: str | None) -> str:
     import ray  # an optional dependency (the extra "ray")
 
     if ray.is_initialized():
-        if address is not None:
-            log.info("already connected to a Ray cluster: address=%r is not used", address)
+        connected = str(ray.get_runtime_context().gcs_address)
+        if address is not None and address.removeprefix("ray://") != connected:
+            log.warning("connected to the Ray cluster at %s already: address=%r is not used", connected, address)
     else:
         target = address or os.environ.get("RAY_ADDRESS") or None
         if target is not None and target != "auto":
