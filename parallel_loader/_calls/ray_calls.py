@@ -35,6 +35,7 @@ __all__ = ["RayCalls"]
 log = logging.getLogger(__name__)
 
 _STACK_WAIT = 2.0  # seconds to wait for a stuck actor's stack before killing it without
+_START_WAIT = 60.0  # seconds a loader thread waits for the actors to start before its first call
 
 
 class RayCalls:
@@ -201,11 +202,19 @@ class RayCalls:
     # Private: the loader threads' side.
 
     def _started(self, number: int) -> None:
-        """The pool's thread_init: wait until every actor has started, so no call_timeout counts a start."""
+        """The pool's thread_init: wait for the actors to start, so that no call_timeout counts a start.
+
+        Past ``_START_WAIT`` seconds it goes on, and says so: actors the cluster cannot place never start.
+        """
         with self._lock:
             starting = [p.ready for p in self._places if p.ready is not True]
         if starting:
-            self._ray.wait(starting, num_returns=len(starting))
+            _, waiting = self._ray.wait(starting, num_returns=len(starting), timeout=_START_WAIT)
+            if waiting and number == 0:
+                log.warning(
+                    "%s: %d actors have not started after %.0f s: does the cluster have the resources %s for each?",
+                    self.name, len(waiting), _START_WAIT, self.spec.resources,
+                )  # fmt: skip
 
     def _take(self) -> tuple[_Place, Any, int]:
         """The place with the fewest calls in progress, its actor and generation; counts the call."""
