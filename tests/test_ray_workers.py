@@ -11,10 +11,6 @@ import time
 
 import numpy as np
 import pytest
-
-# Every node on 127.0.0.1, whatever this machine's other addresses (read when Ray is imported).
-os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-
 import ray
 from ray._private import ray_constants
 from ray.cluster_utils import Cluster
@@ -32,14 +28,20 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWO = RayWorkers(actors=2, calls_per_actor=2)
+# The cluster's processes inherit these: every node on 127.0.0.1 whatever the machine's other addresses,
+# and the actors find the tests' yield functions (tests.process_data).
+ENVIRONMENT = {
+    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": lambda _: "0",
+    "PYTHONPATH": lambda saved: os.pathsep.join(p for p in (ROOT, saved) if p),
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
     """A head and two nodes on 127.0.0.1, one CPU each; this process connected to it."""
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, saved) if p)  # the actors import tests.*
+    saved = {key: os.environ.get(key) for key in ENVIRONMENT}
+    os.environ.update({key: value(saved[key]) for key, value in ENVIRONMENT.items()})
+    ray_constants.ENABLE_RAY_CLUSTER = False  # as the variable says, for this process's own Ray
     loopback = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     try:
         for _ in range(2):
@@ -49,20 +51,29 @@ def cluster():
     finally:
         ray.shutdown()
         loopback.shutdown()
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
+        ray_constants.ENABLE_RAY_CLUSTER = True
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def gone(actors, timeout: float = 10.0) -> bool:
-    """Whether each actor has ended: a call to it fails as an actor error."""
+    """Whether each actor has ended within ``timeout`` seconds: a call to it fails as an actor error.
+
+    Ray kills an actor asynchronously: a call sent a moment after ``ray.kill`` may still be answered.
+    """
+    deadline = time.monotonic() + timeout
     for actor in actors:
-        try:
-            ray.get(actor.hook.remote("__len__", 0), timeout=timeout)
-        except ray.exceptions.RayActorError:
-            continue
-        return False
+        while True:
+            try:
+                ray.get(actor.hook.remote("__len__", 0), timeout=timeout)
+            except ray.exceptions.RayActorError:
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
     return True
 
 
