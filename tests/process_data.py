@@ -167,3 +167,19 @@ class BadSamples:
         if index in self.bad:
             raise ValueError(f"sample {index} is corrupt")
         return index
+
+
+class DiesOnce(Trouble):
+    """Index ``at`` kills its own process the first time only: ``marker`` is made then, on a disk all share."""
+
+    def __init__(self, marker: str, at: int = 2, length: int = 6) -> None:
+        super().__init__("kill", at, length)
+        self.marker = marker
+
+    def __call__(self, index: int):
+        if index == self.at:
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                return index
+        return super().__call__(index)

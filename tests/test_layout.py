@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("video, public", ("parallel_loader.video", "parallel_loader.video.remote", "parallel_loader.video.index")),
     ("calls: threads, worker processes, shared-memory batches", ("parallel_loader._calls",)),
     ("loader: plan, dispatch, delivery, options, state, autotune", ("parallel_loader._loader",)),
-    ("loader, public", ("parallel_loader.sharding",)),
+    ("loader, public", ("parallel_loader.sharding", "parallel_loader.ray")),
     (
         "video commands (the check runs files through a loader)",
         ("parallel_loader.video._commands", "parallel_loader.video.check", "parallel_loader.video.index.__main__"),
@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 PUBLIC = {
     "parallel_loader",
     "parallel_loader.keras",
+    "parallel_loader.ray",
     "parallel_loader.sample_data",
     "parallel_loader.sharding",
     "parallel_loader.tensorflow",

@@ -31,6 +31,7 @@ def test_loader_train_and_dataset_take_the_promised_arguments():
     assert long_runs | sharding | batching | {"overlap_epochs", "min_threads", "max_threads"} <= parameters(DataLoader)
     assert long_runs | sharding | batching | {"num_threads", "max_nthread", "prefetch_to_device"} <= parameters(Train)
     assert sharding | batching | {"input_context", "prefetch_to_device", "device_buffer"} <= parameters(as_tf_dataset)
+    assert {"processes", "workers"} <= parameters(DataLoader) & parameters(Train) & parameters(as_tf_dataset)
     for method in ("state_dict", "load_state_dict", "stats", "resize"):
         assert callable(getattr(DataLoader, method))
     for method in ("state_dict", "load_state_dict", "stop"):
@@ -126,6 +127,7 @@ SURFACE = {
     },
     "parallel_loader.video.check": {"check_file", "check_videos", "find_videos", "main"},
     "parallel_loader.keras": {"BackupAndRestore", "LoaderStats"},
+    "parallel_loader.ray": {"RayWorkers"},
     "parallel_loader.sharding": {"REMAINDERS", "Remainder", "check_shard", "shard_length", "shard_positions"},
     "parallel_loader.tensorflow": {
         "DevicePrefetcher",

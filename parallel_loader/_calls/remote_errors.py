@@ -9,10 +9,13 @@ raises ``rebuilt(exc, text)``, whose ``__cause__`` shows that traceback, as
 from __future__ import annotations
 
 import pickle
+import threading
 import traceback
+from collections.abc import Callable, Iterable
 from multiprocessing.reduction import ForkingPickler
+from typing import Any
 
-__all__ = ["RemoteTraceback", "portable", "rebuilt"]
+__all__ = ["RemoteTraceback", "hook_everywhere", "portable", "rebuilt"]
 
 
 class RemoteTraceback(Exception):
@@ -46,3 +49,27 @@ def rebuilt(exc: BaseException, text: str) -> BaseException:
     """``exc`` from a worker, its ``__cause__`` set to its traceback ``text``; returns ``exc``."""
     exc.__cause__ = RemoteTraceback(f'\n"""\n{text}"""')
     return exc
+
+
+def hook_everywhere(
+    own: Callable[[int], Any],
+    lock: threading.RLock,
+    running: Callable[[], Iterable[Any]],
+    tell: Callable[[Any, int], tuple[BaseException, str] | None],
+) -> Callable[[int], None]:
+    """An epoch hook run here, then in each worker ``running()`` lists; raises the first failure ``tell`` answers.
+
+    The hook runs here under ``lock``, the lock under which workers start. So a worker
+    starting meanwhile either gets the state after the hook, or is among those told.
+    """
+
+    def run(epoch: int) -> None:
+        with lock:
+            own(epoch)
+            workers = list(running())
+        for worker in workers:
+            reply = tell(worker, epoch)
+            if reply is not None:  # the hook raised in the worker
+                raise rebuilt(*reply)
+
+    return run

@@ -3,7 +3,8 @@
 ``DataLoader`` makes every call through one ``YieldCalls`` object, chosen once
 from its options (``LoaderOptions.calls``). ``ThreadCalls`` calls the yield
 function in the loader thread itself (``processes=0``). ``ProcessCalls``
-(``worker_processes``) makes the call in a worker process. Epochs, order, budget
+(``worker_processes``) makes the call in a worker process, ``RayCalls``
+(``ray_calls``) in a Ray actor. Epochs, order, budget
 and resume stay with the loader: only where the call runs differs. See
 :doc:`/guide/threads_and_processes`.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .._core.telemetry import CallTimes
 from .._core.worker_pool import CallSlot
 from .._data.yield_function import call_of
 from .._faults.results import Task
@@ -43,6 +45,10 @@ class YieldCalls(Protocol):
 
     def hook(self, name: str) -> Callable[[int], Any] | None:
         """The epoch hook ``name`` (``on_epoch_begin``, ``on_epoch_end``) as the consumer calls it, or None."""
+        ...
+
+    def times(self) -> tuple[dict[str, CallTimes], float]:
+        """Call times measured where the calls ran, by actor, and the loader's time beyond them."""
         ...
 
     def close(self) -> None:
@@ -80,6 +86,9 @@ class ThreadCalls:
 
     def hook(self, name: str) -> Callable[[int], Any] | None:
         return getattr(self._yield_fn, name, None)
+
+    def times(self) -> tuple[dict[str, CallTimes], float]:
+        return {}, 0.0  # the pool's own call times are all there is
 
     def close(self) -> None:
         pass

@@ -30,7 +30,7 @@ from .._faults.results import Task
 from .remote_errors import portable
 from .shared_batches import WorkerMappings, split_arrays, write_arrays
 
-__all__ = ["worker_main"]
+__all__ = ["WorkerSink", "worker_main"]
 
 # The one call of a yield function, chosen once per worker thread (yield_function.call_of).
 Call = Callable[[int, int], Any]
@@ -57,7 +57,7 @@ def worker_main(
     reports = threading.local()
     sink = getattr(yield_fn, "set_error_sink", None)
     if sink is not None:
-        sink(_WorkerSink(reports, skip))
+        sink(WorkerSink(reports, skip))
     call = call_of(yield_fn, False)
     workers = [
         threading.Thread(
@@ -87,7 +87,7 @@ def worker_main(
                 control.send(portable(exc))
 
 
-class _WorkerSink:
+class WorkerSink:
     """The error sink a yield function gets in a worker: keeps each report for the answer of its task.
 
     Its ``skip`` is the loader's, so a bad sample is replaced here as in a loader thread.

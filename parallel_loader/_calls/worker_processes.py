@@ -22,10 +22,11 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from .._core.interrupt_safe import new_lock, notify_all, wait
+from .._core.telemetry import CallTimes
 from .._core.worker_pool import CallSlot
 from .._faults.errors import LoaderClosed, WorkerProcessDied
 from .._faults.results import Task
-from .remote_errors import rebuilt
+from .remote_errors import hook_everywhere, rebuilt
 from .shared_batches import BlockPool
 from .thread_calls import Report
 from .worker_main import worker_main
@@ -177,19 +178,15 @@ class ProcessCalls:
         if own is None:
             return None
 
-        def run(epoch: int) -> None:
-            # Under the lock, so that a worker starting meanwhile either gets the state after
-            # the hook (its pickle is taken after) or is among those told below.
-            with self._lock:
-                own(epoch)
-                running = [w for w in self._workers if w.process is not None]
-            for worker in running:
-                reply = _remote(worker, ("hook", name, epoch), None)
-                if isinstance(reply, tuple):  # the hook raised in the worker
-                    raise rebuilt(*reply)
-                # None: the worker died or was replaced; a replacement gets the state after the hook.
+        def tell(worker: _Worker, epoch: int) -> tuple[BaseException, str] | None:
+            reply = _remote(worker, ("hook", name, epoch), None)
+            # None: the worker died or was replaced; a replacement gets the state after the hook.
+            return reply if isinstance(reply, tuple) else None
 
-        return run
+        return hook_everywhere(own, self._lock, lambda: [w for w in self._workers if w.process is not None], tell)
+
+    def times(self) -> tuple[dict[str, CallTimes], float]:
+        return {}, 0.0  # the loader threads' call times include the pipe's time
 
     def close(self) -> None:
         with self._lock:

@@ -134,6 +134,9 @@ class LoaderStats(Rates):
         threads: loader threads now.
         busy: threads inside a call of the yield function now.
         errors: failures recorded (skipped calls, stuck calls, bad data reported).
+        per_actor: with Ray workers, the call times each actor measured, by actor name.
+        transfer_seconds: with Ray workers, the loader threads' time beyond the actors' own
+            call times, in all: sending the task, queueing, and moving the batch.
     """
 
     batches: int = 0
@@ -146,6 +149,8 @@ class LoaderStats(Rates):
     threads: int = 0
     busy: int = 0
     errors: int = 0
+    per_actor: dict[str, CallStats] = field(default_factory=dict)
+    transfer_seconds: float = 0.0
 
     def since(self, earlier: LoaderStats) -> LoaderStats:
         """The figures between ``earlier`` (a snapshot of the same loader) and this one.
@@ -166,6 +171,8 @@ class LoaderStats(Rates):
             queue_fill=fill,
             takes=takes,
             errors=self.errors - earlier.errors,
+            per_actor={name: s.since(earlier.per_actor.get(name, CallStats())) for name, s in self.per_actor.items()},
+            transfer_seconds=self.transfer_seconds - earlier.transfer_seconds,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -181,7 +188,8 @@ class LoaderStats(Rates):
         """
         values = dict(record)
         values["calls"] = CallStats(**values.get("calls", {}))
-        values["per_thread"] = {name: CallStats(**s) for name, s in values.get("per_thread", {}).items()}
+        for key in ("per_thread", "per_actor"):
+            values[key] = {name: CallStats(**s) for name, s in values.get(key, {}).items()}
         return cls(**values)
 
     @classmethod
@@ -195,10 +203,12 @@ class LoaderStats(Rates):
         threads: int,
         busy: int,
         errors: int,
+        remote: tuple[Mapping[str, CallTimes], float] = ({}, 0.0),
     ) -> LoaderStats:
         """The snapshot of a loader's recorders (``now`` from ``time.perf_counter``).
 
         The loader calls it; users get its result from ``DataLoader.stats()``.
+        ``remote`` holds the call times measured where the calls ran, and the time beyond them.
 
         :meta private:
         """
@@ -218,6 +228,8 @@ class LoaderStats(Rates):
             threads=threads,
             busy=busy,
             errors=errors,
+            per_actor={name: t.stats() for name, t in remote[0].items()},
+            transfer_seconds=remote[1],
         )
 
 

@@ -50,17 +50,18 @@ class ErrorBudgetExceeded(PicklesAsItself, RuntimeError):
 
 
 class WorkerProcessDied(PicklesAsItself, RuntimeError):
-    """A worker process (``processes=P``) ended while it was making a batch: a crash, not an exception.
+    """A worker process (``processes=P``) or Ray actor (``workers=``) ended while making a batch: a crash.
 
     A segfault in native code or the kernel's OOM killer, say. The message names
     the process, its exit code (negative: the signal that ended it) and the index.
     Every call in progress in that process when it died fails with this error,
     since which of them caused it cannot be told. The process is replaced, so
-    with ``on_error="skip"`` the loader goes on.
+    with ``on_error="skip"`` the loader goes on. An actor is replaced only up to
+    its ``max_restarts``; see :doc:`/guide/ray_cluster`.
 
     Attributes:
-        process: the name of the worker process.
-        exitcode: its exit code (``-9`` for SIGKILL), ``None`` if it could not be read.
+        process: the name of the worker process, or of the actor.
+        exitcode: its exit code (``-9`` for SIGKILL), ``None`` if it could not be read (always for an actor).
         index: the index of the call that was in progress.
     """
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._calls.ray_workers import RayWorkers
 from .._core.checks import check_int, check_timeout
 from .._core.fifo_queue import FIFOQueue
 from .._core.interrupt_safe import new_lock
@@ -84,12 +85,13 @@ class DataLoader:
         telemetry: time each call and the consumer's waits, for ``stats()``; ``"auto"`` needs it.
         processes: make the calls in this many worker processes, each running
             ``num_threads`` threads; 0 (default) makes them in this process.
+        workers: make the calls in Ray actors (``parallel_loader.ray.RayWorkers``), not with ``processes``.
 
     Raises:
         TypeError, ValueError: an argument is of the wrong type or out of range;
             the message says which and what is allowed.
 
-    See :doc:`/guide/threads_and_processes`.
+    See :doc:`/guide/threads_and_processes` and :doc:`/guide/ray_cluster`.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class DataLoader:
         telemetry: bool = True,
         processes: int = 0,
         replicas: int = 1,
+        workers: RayWorkers | None = None,
     ) -> None:
         o = LoaderOptions.check(
             yield_fn, num_threads, max_len, shuffle, seed, ordered, name, first_epoch, batches_per_epoch,
@@ -128,7 +131,7 @@ class DataLoader:
             max_errors=max_errors, error_log=error_log, call_timeout=call_timeout, thread_init=thread_init,
             num_shards=num_shards, shard_index=shard_index, shard_remainder=shard_remainder,
             overlap_epochs=overlap_epochs, min_threads=min_threads, max_threads=max_threads, telemetry=telemetry,
-            processes=processes, replicas=replicas,
+            processes=processes, replicas=replicas, workers=workers,
         )  # fmt: skip
         self._yield_fn = o.yield_fn
         self._samples = o.samples
@@ -151,6 +154,7 @@ class DataLoader:
         self.overlap_epochs = o.overlap_epochs
         self.telemetry = o.telemetry
         self.processes = o.processes
+        self.workers = o.workers
 
         self._budget = ErrorBudget(o.max_errors, o.error_log)
         # A yield function that replaces bad samples itself (VideoFolder, SampleBatches) reports them here.
@@ -233,15 +237,10 @@ class DataLoader:
         See :doc:`/guide/telemetry`.
         """
         return LoaderStats.collect(
-            self._watch,
-            self._results,
-            self._pool.call_times(),
-            self.max_len,
-            time.perf_counter(),
-            threads=self._pool.size,
-            busy=self._pool.busy,
-            errors=len(self._budget.records),
-        )
+            self._watch, self._results, self._pool.call_times(), self.max_len, time.perf_counter(),
+            threads=self._pool.size, busy=self._pool.busy, errors=len(self._budget.records),
+            remote=self._yield_calls.times(),
+        )  # fmt: skip
 
     def resize(self, num_threads: int) -> None:
         """Run ``num_threads`` loader threads from now on: start more, or retire some.
@@ -252,11 +251,11 @@ class DataLoader:
 
         Raises:
             TypeError, ValueError: ``num_threads`` is not an int of at least 1,
-                or differs from a process-mode loader's fixed count.
+                or differs from the fixed count of a loader with processes or workers.
         """
         num_threads = check_int("num_threads", num_threads, minimum=1)
         if not self._yield_calls.resizable and num_threads != self.num_threads:
-            raise ValueError(f"{self.name}: the worker processes run num_threads={self.num_threads} each, fixed")
+            raise ValueError(f"{self.name}: with processes or workers, the calls in progress are fixed at the start")
         with self._lock:
             if self._shutdown.closed:
                 return

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .._calls.ray_calls import RayCalls
+from .._calls.ray_workers import RayWorkers
 from .._calls.thread_calls import Report, ThreadCalls, YieldCalls
 from .._calls.worker_processes import ProcessCalls
 from .._core.checks import check_bool, check_callable, check_int, check_timeout
@@ -60,6 +62,7 @@ class LoaderOptions:
     overlap_epochs: bool
     telemetry: bool
     processes: int
+    workers: RayWorkers | None
 
     @classmethod
     def check(
@@ -91,6 +94,7 @@ class LoaderOptions:
         telemetry: bool,
         processes: int = 0,
         replicas: int = 1,
+        workers: RayWorkers | None = None,
     ) -> LoaderOptions:
         """Check every argument; return them settled.
 
@@ -128,8 +132,11 @@ class LoaderOptions:
             num_threads = tuner.initial
         num_threads = check_int("num_threads", num_threads, minimum=1)
         processes = check_int("processes", processes, minimum=0)
-        if processes and tuner is not None:
-            raise ValueError('num_threads="auto" tunes the threads of this process: with processes, give an int')
+        _check_workers(workers, processes)
+        if (processes or workers is not None) and tuner is not None:
+            raise ValueError(
+                'num_threads="auto" tunes the threads of this process: with processes or workers, give an int'
+            )
         max_len = check_int("max_len", max_len, minimum=1)
         first_epoch = check_int("first_epoch", first_epoch, minimum=0)
         if seed is not None:
@@ -177,18 +184,25 @@ class LoaderOptions:
             overlap_epochs=overlap_epochs,
             telemetry=telemetry,
             processes=processes,
+            workers=workers,
         )
 
     def calls(self, report: Report) -> YieldCalls:
-        """Where the calls run: ``ThreadCalls`` with ``processes=0``, else ``ProcessCalls``.
+        """Where the calls run: ``ThreadCalls``, ``ProcessCalls`` with ``processes``, ``RayCalls`` with ``workers``.
 
         Args:
             report: the loader's error sink, for a yield function that reports what it skips.
 
         Raises:
-            TypeError: with processes, the yield function or ``thread_init`` cannot be pickled.
-            ValueError: with processes, the yield function is a stream.
+            TypeError: with processes or workers, the yield function or ``thread_init`` cannot be pickled.
+            ValueError: with processes or workers, the yield function is a stream.
+            ConnectionError: with workers, the Ray cluster's address does not answer.
         """
+        if self.workers is not None:
+            return RayCalls(
+                self.workers, self.yield_fn, stream=self.stream, thread_init=self.thread_init, report=report,
+                name=self.name,
+            )  # fmt: skip
         if not self.processes:
             return ThreadCalls(self.yield_fn, self.stream, self.thread_init, report)
         return ProcessCalls(
@@ -202,6 +216,16 @@ class LoaderOptions:
             # The most batches the loader holds at once: the shared-memory blocks kept.
             max_batches=self.max_len + self.processes * self.num_threads,
         )
+
+
+def _check_workers(workers: RayWorkers | None, processes: int) -> None:
+    """Refuse ``workers`` that is not a ``RayWorkers``, or that comes with ``processes``."""
+    if workers is None:
+        return
+    if not isinstance(workers, RayWorkers):
+        raise TypeError(f"workers must be a parallel_loader.ray.RayWorkers or None, got {type(workers).__name__}")
+    if processes:
+        raise ValueError("workers=RayWorkers(...) and processes=P both say where the calls run: pass one of them")
 
 
 def _check_stream_options(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._calls.ray_workers import RayWorkers
 from .._core.checks import check_int
 from .._data.yield_function import epoch_length
 from .._loader.data_loader import DataLoader
@@ -50,6 +51,7 @@ def as_tf_dataset(
     prefetch_to_device: str | None = None,
     device_buffer: int = 2,
     processes: int = 0,
+    workers: RayWorkers | None = None,
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
 
@@ -126,7 +128,7 @@ def as_tf_dataset(
             consume a batch.
         num_threads, max_len, shuffle, seed, ordered, name: the ``DataLoader``
             arguments, used when ``source`` is not a ``DataLoader`` already.
-        batch_size, drop_last, collate, processes: the same.
+        batch_size, drop_last, collate, processes, workers: the same.
         num_shards, shard_index, shard_remainder: the same. A ``DataLoader`` given
             keeps its own sharding, which must be the one asked for here, if any.
         input_context: a ``tf.distribute.InputContext``: shard by its
@@ -178,7 +180,7 @@ def as_tf_dataset(
         # TensorFlow's generator thread; its threads start at the first iteration.
         loader = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
                             drop_last=drop_last, collate=collate, processes=processes, replicas=replicas or 1,
-                            **_shard_kwargs(sharding))  # fmt: skip
+                            workers=workers, **_shard_kwargs(sharding))  # fmt: skip
         owned = True
     full_length = epoch_length(loader.yield_fn)
     length = loader.batches_per_epoch if full_length is None else len(loader)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .._calls.ray_workers import RayWorkers
 from .._core.checks import check_bool, check_int, check_threads
 from .._data.keras_source import as_yield_function
 from .._data.yield_function import epoch_length
@@ -73,6 +74,7 @@ class Train:
         device_buffer: with ``prefetch_to_device``: the most batches copied ahead.
         overlap_epochs: passed to every loader; the next epoch starts during validation.
         processes: passed to every loader.
+        workers: passed to every loader: each makes its own Ray actors (see :doc:`/guide/ray_cluster`).
 
     Raises:
         TypeError, ValueError: an argument is wrong; checked here, before any thread starts.
@@ -115,6 +117,7 @@ class Train:
         device_buffer: int = 2,
         overlap_epochs: bool = True,
         processes: int = 0,
+        workers: RayWorkers | None = None,
     ) -> None:
         if main_task is None:
             raise TypeError("main_task must be callable, got None")
@@ -164,6 +167,7 @@ class Train:
             thread_init=thread_init,
             overlap_epochs=overlap_epochs,
             processes=processes,
+            workers=workers,
         )
         self.history: list[EpochStats] = []
         # A plain flag, not a threading.Event: nobody waits on it, and Event.set() takes a lock
