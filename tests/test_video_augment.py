@@ -62,6 +62,8 @@ def test_augment_names_a_bad_argument(kwargs, error, match):
     [
         ({"augment": Augment(scale=(20, 30))}, ValueError, "make scale's min at least 24"),
         ({"augment": {"scale": (30, 40)}}, TypeError, "augment must be an Augment"),
+        ({"scale": (20, 30)}, ValueError, "make scale's min at least 24"),
+        ({"scale": (30, 40), "augment": Augment()}, ValueError, "not both"),
         ({"labels": "onehot"}, ValueError, "labels must be one of"),
         ({"label_smoothing": 0.1}, ValueError, "label_smoothing needs one-hot labels"),
         ({"label_smoothing": 1.0, "labels": "one_hot"}, ValueError, r"in \[0, 1\)"),
@@ -73,6 +75,14 @@ def test_augment_names_a_bad_argument(kwargs, error, match):
 def test_the_dataset_names_a_bad_augmentation_argument(rows, kwargs, error, match):
     with pytest.raises(error, match=match):
         dataset(rows, **kwargs)
+
+
+def test_scale_is_short_for_an_augment_with_that_scale(rows):
+    short, long = dataset(rows, scale=(26, 34)), dataset(rows, augment=Augment(scale=(26, 34)))
+    assert short.augment == Augment(scale=(26, 34))
+    for index in range(len(short)):
+        for a, b in zip(short.get_batch(index, 1), long.get_batch(index, 1), strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("alpha", [0, -1.0, "1", True])

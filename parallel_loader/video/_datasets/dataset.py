@@ -19,7 +19,7 @@ from ..._core.checks import check_int
 from ..._data.yield_function import YieldFunction
 from ..._faults.quarantine import Quarantine
 from .._indexes.cache import IndexCache, default_index_cache
-from .._samples.augment import Augment
+from .._samples.augment import Augment, augment_of
 from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
@@ -74,6 +74,7 @@ class VideoDataset(YieldFunction):
         find_missing: name missing files at construction by listing each folder
             once; ``False`` finds them at their first read instead.
         augment: the spatial augmentation (scale jitter, random resized crop, flip), see ``Augment``.
+        scale: ``(min, max)`` short side for scale jitter, short for ``augment=Augment(scale=...)``.
         transform: ``transform(clip, rng) -> clip`` for each clip, ``rng`` drawn from (seed, epoch, position).
         batch_transform: ``batch_transform(clips, labels, rng) -> (clips, labels)``
             for each batch, ``rng`` drawn from (seed, epoch, batch index); e.g. ``Mixup``.
@@ -122,6 +123,7 @@ class VideoDataset(YieldFunction):
         index_cache: IndexCache | None = None,
         find_missing: bool = True,
         augment: Augment | None = None,
+        scale: tuple[int, int] | None = None,
         transform: Transform | None = None,
         batch_transform: BatchTransform | None = None,
         labels: Labels = "int",
@@ -149,10 +151,7 @@ class VideoDataset(YieldFunction):
             index_cache=index_cache,
             find_missing=find_missing,
         )
-        if augment is not None:
-            if not isinstance(augment, Augment):
-                raise TypeError(f"augment must be an Augment or None, got {type(augment).__name__}")
-            augment.check_size(args.size)
+        augment = augment_of(augment, scale, args.size)
         samples = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
         self.clip_len = args.clip_len

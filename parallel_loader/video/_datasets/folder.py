@@ -58,6 +58,7 @@ class VideoFolder(VideoDataset):
         index_cache: where the videos' indexes are kept; default: ``default_index_cache()``.
         find_missing: name files gone since the folders were listed, see ``VideoDataset``.
         augment: the spatial augmentation, see ``Augment``.
+        scale: ``(min, max)`` short side for scale jitter, see ``VideoDataset``.
         transform: a function of each clip and its generator, see ``VideoDataset``.
         batch_transform: a function of each batch and its generator, e.g. ``Mixup``.
         labels: ``"int"`` or ``"one_hot"``.
@@ -104,6 +105,7 @@ class VideoFolder(VideoDataset):
         index_cache: IndexCache | None = None,
         find_missing: bool = True,
         augment: Augment | None = None,
+        scale: tuple[int, int] | None = None,
         transform: Transform | None = None,
         batch_transform: BatchTransform | None = None,
         labels: Labels = "int",
@@ -133,6 +135,7 @@ class VideoFolder(VideoDataset):
             index_cache=index_cache,
             find_missing=find_missing,
             augment=augment,
+            scale=scale,
             transform=transform,
             batch_transform=batch_transform,
             labels=labels,

@@ -19,7 +19,7 @@ import numpy as np
 
 from .sampling import Crop, crops
 
-__all__ = ["CROPS", "Augment", "Plan"]
+__all__ = ["CROPS", "Augment", "Plan", "augment_of"]
 
 CropMode = Literal["random", "resized"]
 CROPS: tuple[CropMode, ...] = ("random", "resized")
@@ -177,3 +177,22 @@ def _pair(name: str, value: object, integers: bool = False) -> tuple[float, floa
         raise TypeError(f"{name} must be a (min, max) pair of {what}, got {value!r}")
     low, high = value
     return (int(low), int(high)) if integers else (float(low), float(high))
+
+
+def augment_of(augment: object, scale: object, size: tuple[int, int]) -> Augment | None:
+    """A data set's augmentation: ``augment``, or ``Augment(scale=scale)``; checked against the output ``size``.
+
+    Raises:
+        TypeError: ``augment`` is not an ``Augment``.
+        ValueError: both are given, ``scale`` is out of range, or the size does not fit the scale.
+    """
+    if scale is not None:
+        if augment is not None:
+            raise ValueError("give scale=(min, max) or augment=Augment(scale=...), not both")
+        augment = Augment(scale=scale)  # type: ignore[arg-type]
+    if augment is None:
+        return None
+    if not isinstance(augment, Augment):
+        raise TypeError(f"augment must be an Augment or None, got {type(augment).__name__}")
+    augment.check_size(size)
+    return augment
