@@ -42,6 +42,7 @@ _REFUSED = {0x6D80: "content encodings (compression or encryption)", 0x23314F: "
 _LACING, _INVISIBLE, _KEYFRAME = 0x06, 0x08, 0x80  # a block header's flags
 _MAX_ELEMENT = 1 << 28  # a header element or cluster larger than this is refused rather than read
 _PEEK = 16  # bytes enough for any element's ID and size
+_CUES_CHECKED = 16  # cues, spread over the file, that must name a keyframe of the blocks
 
 
 def track_packets(file: BinaryIO, file_size: int, stream: int) -> TrackPackets | str:
@@ -68,128 +69,134 @@ def _track_packets(file: BinaryIO, file_size: int, stream: int) -> TrackPackets 
     end = file_size if size < 0 else min(file_size, segment + size)
     track = 0
     cues: tuple[list[int], list[int], list[int]] = ([], [], [])
-    clusters: list[_Blocks] = []
+    blocks = _Blocks()
     at = segment
+    head = read_at(file, at, _PEEK)  # the next element's ID and size, read with the element before it
     while at + 2 <= end:
-        kind, body, size = _element(read_at(file, at, _PEEK), 0)
+        kind, body, size = _element(head, 0)
         body += at
         if size < 0:
             return "an element of unknown size (a live stream's cluster)"
         if size > _MAX_ELEMENT:
             raise ValueError(f"an element of {size} bytes")
-        if kind == _TRACKS:
-            track = _track_number(read_at(file, body, size), stream)
-            if isinstance(track, str):
-                return track
-        elif kind == _CUES:
-            cues = _cues(read_at(file, body, size), segment)
-        elif kind == _CLUSTER:
-            clusters.append(_Blocks(read_at(file, body, size), body, at))
+        if kind in (_TRACKS, _CUES, _CLUSTER):
+            data = read_at(file, body, size + _PEEK)
+            head = data[size:]
+            data = data[:size]
+            if kind == _TRACKS:
+                track = _track_number(data, stream)
+                if isinstance(track, str):
+                    return track
+            elif kind == _CUES:
+                cues = _cues(data, segment)
+            else:
+                blocks.add(data, body, at)
+        else:
+            head = read_at(file, body + size, _PEEK)
         at = body + size
     if not track:
         return "no Tracks element before the clusters"
-    return _packets(clusters, track, cues)
+    return _packets(blocks, track, cues)
 
 
 class _Blocks:
-    """A cluster's blocks: where each one's header is, its keyframe flag if in a group, and the cluster's time."""
+    """Every cluster's blocks: each one's header bytes, place and size, and its cluster's time and offset."""
 
-    def __init__(self, data: bytes, body: int, start: int) -> None:
-        self.data, self.body, self.start = data, body, start
-        self.time = -1
-        self.at: list[int] = []  # offsets in ``data`` of each block's header (its track number)
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []  # each block's first 4 bytes: track number, relative time, flags
+        self.at: list[int] = []  # each block's offset in the file
         self.size: list[int] = []  # each block's size, header included
-        self.grouped: list[int] = []  # indices into ``at`` of blocks in a group without a reference: keyframes
-        self.in_group: list[int] = []  # indices into ``at`` of blocks in a group
-        self._walk(0, len(data))
+        self.grouped: dict[int, bool] = {}  # block -> keyframe, for a block in a group: no reference
+        self.times: list[int] = []  # each cluster's time
+        self.starts: list[int] = []  # each cluster's offset in the file
+        self.counts: list[int] = []  # each cluster's number of blocks
 
-    def _walk(self, at: int, end: int) -> None:
-        data = self.data
+    def add(self, data: bytes, body: int, start: int) -> None:
+        """Add the blocks of a cluster whose body ``data`` starts at ``body``, its element at ``start``."""
+        heads, offsets, sizes = self.heads, self.at, self.size
+        before = len(offsets)
+        time = -1
+        at, end = 0, len(data)
         while at < end:
             first = data[at + 1]
             if data[at] == _SIMPLE_BLOCK and first & 0xC0 and first != 0xFF:  # the common case: a 1- or 2-byte size
                 if first & 0x80:
-                    body, size = at + 2, first & 0x7F
+                    at, size = at + 2, first & 0x7F
                 else:
-                    body, size = at + 3, (first & 0x3F) << 8 | data[at + 2]
-            else:
-                kind, body, size = _element(data, at)
-                if size < 0:
-                    raise ValueError("an element of unknown size inside a cluster")
-                if kind != _SIMPLE_BLOCK:
-                    if kind == _TIMESTAMP:
-                        self.time = int.from_bytes(data[body : body + size], "big")
-                    elif kind == _BLOCK_GROUP:
-                        self._group(body, body + size)
-                    at = body + size
-                    continue
-            if self.time < 0:
-                raise ValueError("a block before its cluster's timestamp")
-            self.at.append(body)
-            self.size.append(size)
-            at = body + size
+                    at, size = at + 3, (first & 0x3F) << 8 | data[at + 2]
+                heads.append(data[at : at + 4])
+                offsets.append(body + at)
+                sizes.append(size)
+                at += size
+                continue
+            kind, child, size = _element(data, at)
+            if size < 0:
+                raise ValueError("an element of unknown size inside a cluster")
+            if kind == _TIMESTAMP:
+                time = int.from_bytes(data[child : child + size], "big")
+            elif kind == _SIMPLE_BLOCK:
+                heads.append(data[child : child + 4])
+                offsets.append(body + child)
+                sizes.append(size)
+            elif kind == _BLOCK_GROUP:
+                self._group(data, body, child, child + size)
+            at = child + size
+        if time < 0 and len(offsets) > before:
+            raise ValueError("a cluster without a timestamp")
+        self.times.append(time)
+        self.starts.append(start)
+        self.counts.append(len(offsets) - before)
 
-    def _group(self, at: int, end: int) -> None:
+    def _group(self, data: bytes, body: int, at: int, end: int) -> None:
         referenced = False
         block = None
         while at < end:
-            kind, body, size = _element(self.data, at)
+            kind, child, size = _element(data, at)
             if kind == _BLOCK:
-                block = (body, size)
+                block = (child, size)
             referenced |= kind == _REFERENCE_BLOCK
-            at = body + size
+            at = child + size
         if block is None:
             raise ValueError("a block group without a block")
-        if self.time < 0:
-            raise ValueError("a block before its cluster's timestamp")
-        self.in_group.append(len(self.at))
-        if not referenced:
-            self.grouped.append(len(self.at))
-        self.at.append(block[0])
+        self.grouped[len(self.at)] = not referenced
+        self.heads.append(data[block[0] : block[0] + 4])
+        self.at.append(body + block[0])
         self.size.append(block[1])
 
 
-def _packets(clusters: list[_Blocks], track: int, cues: tuple[list[int], list[int], list[int]]) -> TrackPackets | str:
-    """The track's packets from each cluster's blocks, their header fields read as arrays."""
-    pos, size, pts, key, cluster = [], [], [], [], []
-    for blocks in clusters:
-        data = np.frombuffer(blocks.data, dtype=np.uint8)
-        at = np.asarray(blocks.at, dtype=np.int64)
-        if not at.size:
-            continue
-        if (np.asarray(blocks.size) < 4).any():
-            raise ValueError("a block shorter than its header")
-        number = data[at]
-        ours = number == (0x80 | track)
-        if track >= 0x80 or ((number & 0x80) == 0).any():  # a track number over 127 takes two or more bytes
-            return "a track number over 127"
-        flags = data[at + 3][ours]
-        if (flags & _LACING).any():
-            return "laced blocks"
-        if (flags & _INVISIBLE).any():
-            return "an invisible block"
-        grouped = np.zeros(len(at), dtype=bool)
-        grouped[blocks.in_group] = True
-        keyframe = (data[at + 3] & _KEYFRAME) != 0
-        keyframe[blocks.in_group] = False
-        keyframe[blocks.grouped] = True
-        relative = (data[at + 1].astype(np.int16) << 8 | data[at + 2]).astype(np.int16)
-        pos.append(blocks.body + at[ours] + 4)
-        size.append(np.asarray(blocks.size, dtype=np.int64)[ours] - 4)
-        pts.append(blocks.time + relative[ours].astype(np.int64))
-        key.append(keyframe[ours])
-        cluster.append(np.full(int(ours.sum()), blocks.start, dtype=np.int64))
-    if not pos:
+def _packets(blocks: _Blocks, track: int, cues: tuple[list[int], list[int], list[int]]) -> TrackPackets | str:
+    """The track's packets from every cluster's blocks, their header fields read as arrays."""
+    size = np.asarray(blocks.size, dtype=np.int64)
+    if not size.size:
+        return "no block"
+    if size.min() < 4:
+        raise ValueError("a block shorter than its header")
+    heads = np.frombuffer(b"".join(blocks.heads), dtype=np.uint8).reshape(-1, 4)
+    number, flags = heads[:, 0], heads[:, 3]
+    if track >= 0x80 or ((number & 0x80) == 0).any():  # a track number over 127 takes two or more bytes
+        return "a track number over 127"
+    keyframe = (flags & _KEYFRAME) != 0
+    if blocks.grouped:
+        keyframe[list(blocks.grouped)] = list(blocks.grouped.values())
+    ours = number == (0x80 | track)
+    if not ours.any():
         return "no block of the track"
+    if (flags[ours] & _LACING).any():
+        return "laced blocks"
+    if (flags[ours] & _INVISIBLE).any():
+        return "an invisible block"
+    relative = (heads[:, 1].astype(np.int64) << 8 | heads[:, 2]).astype(np.int16)
+    times = np.repeat(np.asarray(blocks.times, dtype=np.int64), blocks.counts)
+    clusters = np.repeat(np.asarray(blocks.starts, dtype=np.int64), blocks.counts)
     packets = TrackPackets(
-        np.concatenate(pos),
-        np.concatenate(size),
-        np.concatenate(pts),
-        np.zeros(sum(len(p) for p in pos), dtype=np.int64),
-        np.concatenate(key),
+        np.asarray(blocks.at, dtype=np.int64)[ours] + 4,
+        size[ours] - 4,
+        (times + relative)[ours],
+        np.zeros(int(ours.sum()), dtype=np.int64),
+        keyframe[ours],
         pts_only=True,
         packet_header=4,
-        index_pos=np.concatenate(cluster),
+        index_pos=clusters[ours],
     )
     return _against_cues(packets, track, cues)
 
@@ -227,11 +234,11 @@ def _track_number(data: bytes, stream: int) -> int | str:
 
 
 def _cues(data: bytes, segment: int) -> tuple[list[int], list[int], list[int]]:
-    """Every cue's cluster (an offset in the file), time and track."""
+    """The cluster (an offset in the file), time and track of a few cues spread over the file."""
+    points = [(body, size) for kind, body, size in _children(data, 0, len(data)) if kind == _CUE_POINT]
     clusters, times, tracks = [], [], []
-    for kind, body, size in _children(data, 0, len(data)):
-        if kind != _CUE_POINT:
-            continue
+    for i in sorted(set(np.linspace(0, len(points) - 1, _CUES_CHECKED).astype(int).tolist())) if points else ():
+        body, size = points[i]
         time = -1
         for child, at, length in _children(data, body, body + size):
             if child == _CUE_TIME:
