@@ -141,7 +141,7 @@ def _patched(path: Path, out: Path, at: int, new: bytes) -> Path:
 
 
 def test_unusual_blocks_clusters_and_cues_are_refused_with_the_reason(files, tmp_path):
-    """Laced or invisible blocks, a cluster of unknown size, and a cue naming no keyframe."""
+    """Laced or invisible blocks, a cluster of unknown size, a cue naming no keyframe, and a file cut short."""
     path = files["clusters.mkv"]
     packets = packets_of(path)
     assert isinstance(packets, TrackPackets) and packets.index_pos is not None
@@ -161,3 +161,6 @@ def test_unusual_blocks_clusters_and_cues_are_refused_with_the_reason(files, tmp
     }
     for i, (reason, (at, new)) in enumerate(cases.items()):
         assert packets_of(_patched(path, tmp_path / f"{i}.mkv", at, new), 0) == reason
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(data[: int(packets.pos[N // 2])])  # ends inside a cluster
+    assert packets_of(cut, 0) == "the file ends inside an element"

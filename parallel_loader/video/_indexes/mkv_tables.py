@@ -26,14 +26,8 @@ from .track_packets import TrackPackets, read_at
 
 __all__ = ["track_packets"]
 
-_EBML, _SEGMENT, _CLUSTER, _TRACKS, _INFO, _CUES = (
-    0x1A45DFA3,
-    0x18538067,
-    0x1F43B675,
-    0x1654AE6B,
-    0x1549A966,
-    0x1C53BB6B,
-)
+_EBML, _SEGMENT = 0x1A45DFA3, 0x18538067
+_TRACKS, _CUES, _CLUSTER = 0x1654AE6B, 0x1C53BB6B, 0x1F43B675  # the elements of a segment read here
 _TRACK_ENTRY, _TRACK_NUMBER, _TIMESTAMP = 0xAE, 0xD7, 0xE7
 _SIMPLE_BLOCK, _BLOCK_GROUP, _BLOCK, _REFERENCE_BLOCK = 0xA3, 0xA0, 0xA1, 0xFB
 _CUE_POINT, _CUE_TIME, _CUE_TRACK_POSITIONS, _CUE_TRACK, _CUE_CLUSTER = 0xBB, 0xB3, 0xB7, 0xF7, 0xF1
@@ -81,6 +75,8 @@ def _track_packets(file: BinaryIO, file_size: int, stream: int) -> TrackPackets 
             raise ValueError(f"an element of {size} bytes")
         if kind in (_TRACKS, _CUES, _CLUSTER):
             data = read_at(file, body, size + _PEEK)
+            if len(data) < size:
+                return "the file ends inside an element"
             head = data[size:]
             data = data[:size]
             if kind == _TRACKS:
@@ -95,7 +91,7 @@ def _track_packets(file: BinaryIO, file_size: int, stream: int) -> TrackPackets 
             head = read_at(file, body + size, _PEEK)
         at = body + size
     if not track:
-        return "no Tracks element before the clusters"
+        return "no Tracks element"
     return _packets(blocks, track, cues)
 
 
@@ -141,6 +137,8 @@ class _Blocks:
             elif kind == _BLOCK_GROUP:
                 self._group(data, body, child, child + size)
             at = child + size
+        if at != end:
+            raise ValueError("an element reaches past its cluster")
         if time < 0 and len(offsets) > before:
             raise ValueError("a cluster without a timestamp")
         self.times.append(time)
