@@ -17,6 +17,7 @@ import pytest
 
 from parallel_loader.video import IndexCache, frame_count, read_clip
 from parallel_loader.video._indexes import make as make_module
+from parallel_loader.video._indexes import mkv_tables
 from parallel_loader.video._indexes import packets as packets_module
 from parallel_loader.video._indexes.mkv_tables import track_packets
 from parallel_loader.video._indexes.tables import TableIndex, from_tables
@@ -164,3 +165,34 @@ def test_unusual_blocks_clusters_and_cues_are_refused_with_the_reason(files, tmp
     cut = tmp_path / "cut.mkv"
     cut.write_bytes(data[: int(packets.pos[N // 2])])  # ends inside a cluster
     assert packets_of(cut, 0) == "the file ends inside an element"
+
+
+def _element(kind: bytes, body: bytes) -> bytes:
+    """An EBML element with a 1-byte size."""
+    assert len(body) < 0x7F
+    return kind + bytes([0x80 | len(body)]) + body
+
+
+def test_a_block_in_a_group_is_a_keyframe_when_it_refers_to_no_other_block():
+    """No encoder here writes block groups: a cluster made by hand. A block's flags in a group do not count."""
+    track = bytes([0x81])  # track 1
+
+    def block(time: int, flags: int, payload: bytes) -> bytes:
+        return track + time.to_bytes(2, "big", signed=True) + bytes([flags]) + payload
+
+    body = (
+        _element(b"\xe7", b"\x64")  # the cluster's time: 100
+        + _element(b"\xa0", _element(b"\xa1", block(0, 0, b"key")))
+        + _element(b"\xa3", block(-20, 0, b"simple"))  # a simple block without its keyframe flag
+        + _element(b"\xa0", _element(b"\xa1", block(20, 0x80, b"refers")) + _element(b"\xfb", b"\xec"))
+    )
+    blocks = mkv_tables._Blocks()
+    blocks.add(body, 1000, 990)
+    packets = mkv_tables._packets(blocks, 1, ([], [], []))
+    assert isinstance(packets, TrackPackets), packets
+    assert packets.key.tolist() == [True, False, False]
+    assert packets.dts.tolist() == [100, 80, 120]
+    assert packets.size.tolist() == [3, 6, 6]
+    places = zip(packets.pos.tolist(), packets.size.tolist(), strict=True)
+    assert [body[p - 1000 : p - 1000 + s] for p, s in places] == [b"key", b"simple", b"refers"]
+    assert packets.index_pos.tolist() == [990] * 3
