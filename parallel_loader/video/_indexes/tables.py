@@ -158,17 +158,16 @@ def _against_ffmpegs_index(stream: VideoStream, packets: TrackPackets) -> str:
 def _against_keyframes_seen(entries: Sequence[Any], packets: TrackPackets) -> str:
     """ "" when each keyframe of FFmpeg's index is a keyframe of the tables, in its cluster; else the first that is not.
 
-    Such an index (Matroska's) holds the keyframes FFmpeg has read so far, at their cluster's offset.
+    Such an index (Matroska's) holds the keyframes FFmpeg has read so far, at their cluster's offset and time.
     """
     assert packets.index_pos is not None
     if not len(entries):
         return "FFmpeg's index holds no keyframe"
     keyframes = np.flatnonzero(packets.key)
     times, clusters = packets.dts[keyframes], packets.index_pos[keyframes]
-    shift = entries[0].timestamp - int(times[0])
     for i in range(min(len(entries), _ANCHORS)):
         entry = entries[i]
-        if not entry.is_keyframe or not ((times == entry.timestamp - shift) & (clusters == entry.pos)).any():
+        if not entry.is_keyframe or not ((times == entry.timestamp) & (clusters == entry.pos)).any():
             return f"FFmpeg's index differs from the tables at keyframe {i}"
     return ""
 
