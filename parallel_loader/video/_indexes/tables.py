@@ -3,10 +3,12 @@
 Demuxing every packet to learn a file's index costs a Python call per packet,
 under the GIL. A container that keeps its packet table (MP4/MOV: see
 ``mov_tables``; AVI: ``avi_tables``) gives the same facts as a few numpy arrays.
+A Matroska file's block headers give them too (``mkv_tables``).
 ``from_tables`` reads them and anchors them to FFmpeg. FFmpeg's own index must
 hold as many packets, and agree at a few spread out (offset, size, decoding
-time, keyframe flag). The first demuxed packets must have the offsets and
-timestamps the tables give, up to one constant. Then the same checks as for
+time, keyframe flag). For Matroska, every keyframe FFmpeg's index holds must
+be one of the table's, in its cluster. The first demuxed packets must have the
+offsets and timestamps the tables give, up to one constant. Then the same checks as for
 demuxed packets apply on the arrays (``packets.index_of``, ``packets.array_check``).
 
 Anything the tables cannot vouch for returns the reason, and the caller demuxes
@@ -16,9 +18,9 @@ from demuxed packets is. See :doc:`/video/first_touch`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import av.error
 import numpy as np
@@ -27,6 +29,7 @@ from av.video.stream import VideoStream
 
 from .._base.facts import VideoIndex
 from .avi_tables import stream_packets
+from .mkv_tables import track_packets as mkv_track_packets
 from .mov_tables import read_moov, track_packets
 from .packets import array_check, family_problem, index_of, time_base_of
 from .track_packets import TrackPackets, read_at
@@ -42,7 +45,7 @@ class TableIndex:
     """A file's index, and its stream's packets (decoding order) as FFmpeg demuxes them."""
 
     index: VideoIndex
-    pos: np.ndarray  # int64 byte offsets
+    pos: np.ndarray  # int64 byte offsets of each packet's data
     size: np.ndarray  # int64
     pts: np.ndarray  # int64, FFmpeg's presentation timestamps
     key: np.ndarray  # bool
@@ -89,13 +92,14 @@ def from_tables(container: InputContainer, stream: VideoStream, file: BinaryIO, 
         problem = check(data, packets.pos - begin, packets.size)
         if problem:
             return Refused(problem)
-    first = _first_packets(container, stream, min(_FIRST, len(packets.pos)))
+    first = _first_packets(container, stream, min(_FIRST, len(packets.pos)), packets.pts_only)
     if isinstance(first, str):
         return Refused(first, demuxed=True)
-    shift = first[0][1] - int(packets.dts[0])
+    shift = first[0][0] - int(packets.dts[0] + packets.offset[0])
     pts = packets.dts + packets.offset + shift
     for k, (pts_k, dts_k, pos_k) in enumerate(first):
-        if (pos_k, pts_k, dts_k) != (int(packets.pos[k]), int(pts[k]), int(packets.dts[k]) + shift):
+        ours = (int(packets.pos[k]) - packets.packet_header, int(pts[k]), int(packets.dts[k]) + shift)
+        if (pos_k, pts_k, dts_k) != (ours if not packets.pts_only else (*ours[:2], None)):
             return Refused(f"packet {k} is not where or when the tables put it", demuxed=True)
     index = index_of(pts, pts[packets.key], time_base_of(stream))
     if isinstance(index, str):
@@ -112,8 +116,16 @@ def _avi(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | 
     return stream_packets(file, file_size, stream.index)
 
 
+def _mkv(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | str:
+    return mkv_track_packets(file, file_size, stream.index)
+
+
 # Container family -> its table reader: ``reader(file, file_size, stream)`` gives the stream's packets or why not.
-_READERS: dict[str, Callable[[BinaryIO, int, VideoStream], TrackPackets | str]] = {"mov": _mov, "avi": _avi}
+_READERS: dict[str, Callable[[BinaryIO, int, VideoStream], TrackPackets | str]] = {
+    "mov": _mov,
+    "avi": _avi,
+    "matroska": _mkv,
+}
 
 
 def _against_ffmpegs_index(stream: VideoStream, packets: TrackPackets) -> str:
@@ -122,6 +134,8 @@ def _against_ffmpegs_index(stream: VideoStream, packets: TrackPackets) -> str:
     PyAV 18.1's entries are views into FFmpeg's memory, good until demuxing starts: read them first.
     """
     entries = stream.index_entries
+    if packets.index_pos is not None:
+        return _against_keyframes_seen(entries, packets)
     pos, size, dts, key = packets.pos - packets.header, packets.size, packets.dts, packets.key
     count = len(pos)
     if len(entries) != count:
@@ -141,16 +155,38 @@ def _against_ffmpegs_index(stream: VideoStream, packets: TrackPackets) -> str:
     return ""
 
 
-def _first_packets(container: InputContainer, stream: VideoStream, count: int) -> list[tuple[int, int, int]] | str:
-    """The first ``count`` packets' ``(pts, dts, pos)``, or why they cannot anchor the tables."""
-    found: list[tuple[int, int, int]] = []
+def _against_keyframes_seen(entries: Sequence[Any], packets: TrackPackets) -> str:
+    """ "" when each keyframe of FFmpeg's index is a keyframe of the tables, in its cluster; else the first that is not.
+
+    Such an index (Matroska's) holds the keyframes FFmpeg has read so far, at their cluster's offset and time.
+    """
+    assert packets.index_pos is not None
+    if not len(entries):
+        return "FFmpeg's index holds no keyframe"
+    keyframes = np.flatnonzero(packets.key)
+    times, clusters = packets.dts[keyframes], packets.index_pos[keyframes]
+    for i in range(min(len(entries), _ANCHORS)):
+        entry = entries[i]
+        if not entry.is_keyframe or not ((times == entry.timestamp) & (clusters == entry.pos)).any():
+            return f"FFmpeg's index differs from the tables at keyframe {i}"
+    return ""
+
+
+def _first_packets(
+    container: InputContainer, stream: VideoStream, count: int, pts_only: bool
+) -> list[tuple[int, int | None, int]] | str:
+    """The first ``count`` packets' ``(pts, dts, pos)``, or why they cannot anchor the tables.
+
+    With ``pts_only`` a packet's ``dts`` is None (FFmpeg guesses them, late).
+    """
+    found: list[tuple[int, int | None, int]] = []
     try:
         for packet in container.demux(stream):
             if len(found) == count:
                 break
-            if packet.pts is None or packet.dts is None or packet.pos is None or packet.is_discard:
+            if packet.pts is None or (packet.dts is None and not pts_only) or packet.pos is None or packet.is_discard:
                 return "a first packet has no timestamp or offset, or is to be discarded"
-            found.append((packet.pts, packet.dts, packet.pos))
+            found.append((packet.pts, None if pts_only else packet.dts, packet.pos))
     except av.error.FFmpegError as exc:
         return f"the first packets cannot be read ({exc})"
     return found if len(found) == count else "fewer packets than the tables hold"

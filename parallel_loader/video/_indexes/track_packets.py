@@ -1,6 +1,6 @@
 """A track's packets as a container's own tables give them: whole arrays, in decoding order.
 
-Each table reader (``mov_tables``, ``avi_tables``) returns ``TrackPackets``.
+Each table reader (``mov_tables``, ``avi_tables``, ``mkv_tables``) returns ``TrackPackets``.
 ``tables`` anchors them to FFmpeg and makes the index. See :doc:`/video/first_touch`.
 """
 
@@ -19,6 +19,8 @@ class TrackPackets:
     """A track's packets in decoding order: byte offset, size, decoding time, composition offset, sync flag.
 
     Times are in the track's time base, before any edit list: FFmpeg's differ by a constant.
+    With ``pts_only`` (Matroska) the container stores presentation times only.
+    ``dts`` then holds them, ``offset`` is zero, and FFmpeg guesses the decoding times.
     """
 
     pos: np.ndarray  # int64 offsets of each packet's data
@@ -28,6 +30,11 @@ class TrackPackets:
     key: np.ndarray  # bool
     edits: int = 0  # entries of the edit list that show media (empty edits not counted)
     header: int = 0  # bytes of a chunk header FFmpeg's index counts before each packet's data (AVI: 8)
+    pts_only: bool = False  # times are presentation times (see above)
+    packet_header: int = 0  # bytes of a block header FFmpeg's packets count before their data (Matroska: 4)
+    # Where FFmpeg's index puts each packet, when not at the packet (Matroska: its cluster). Then
+    # FFmpeg's index holds only the keyframes it has seen, not every packet.
+    index_pos: np.ndarray | None = None
 
 
 def read_at(file: BinaryIO, start: int, count: int) -> bytes:
