@@ -24,6 +24,7 @@ from parallel_loader.video import (
     read_clip,
     set_default_index_cache,
 )
+from parallel_loader.video._base.facts import sorted_unique
 from parallel_loader.video._base.keys import local_key
 from parallel_loader.video._indexes import cache as index_module
 from parallel_loader.video._indexes import packets as packet_index
@@ -497,3 +498,15 @@ def test_a_first_read_opens_the_file_once_and_reads_its_clip_where_its_packets_w
         assert len(opened) == 1
         cache.clear()
     assert cache.get(path).made_by == "packets"
+
+
+@pytest.mark.parametrize(
+    "values", [[7], [3, 3, 3], [5, 1, 4, 1, 5, 9, 2, 6, 5], [0, 2, 4, 6], [9, -2, 9, 0, -2]], ids=str
+)
+def test_sorted_unique_gives_what_np_unique_gives(values):
+    array = np.asarray(values, dtype=np.int64)
+    unique, inverse = sorted_unique(array)
+    expected, expected_inverse = np.unique(array, return_inverse=True)
+    np.testing.assert_array_equal(unique, expected)
+    np.testing.assert_array_equal(inverse, expected_inverse)
+    np.testing.assert_array_equal(unique[inverse], array)

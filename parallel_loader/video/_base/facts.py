@@ -21,7 +21,17 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["DECODING", "PACKETS", "VideoIndex", "decode", "encode", "get_varint", "put_varint", "regular_or_table"]
+__all__ = [
+    "DECODING",
+    "PACKETS",
+    "VideoIndex",
+    "decode",
+    "encode",
+    "get_varint",
+    "put_varint",
+    "regular_or_table",
+    "sorted_unique",
+]
 
 # The ways an index is made (``VideoIndex.made_by``).
 PACKETS = "packets"  # from the container's packets, without decoding (see ``_indexes.packets``)
@@ -136,6 +146,23 @@ def regular_or_table(
     if np.array_equal(pts, pts[0] + step * np.arange(frames, dtype=np.int64)):
         return VideoIndex(frames, keyframes, True, "", int(pts[0]), step, None, **common)
     return VideoIndex(frames, keyframes, True, "", pts_table=pts, **common)
+
+
+def sorted_unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of the 1-D ``values``, ascending, and each value's place among them.
+
+    It gives what ``np.unique(values, return_inverse=True)`` gives. But
+    ``np.unique`` imports ``numpy.ma`` at its first call, which costs a read's
+    first clip in every new process more than the clip itself.
+    """
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(ordered.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(ordered.size, dtype=np.intp)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
 
 
 def encode(index: VideoIndex) -> bytes:

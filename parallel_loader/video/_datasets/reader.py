@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .._base.errors import VideoDecodeError
+from .._base.facts import sorted_unique
 from .._base.info import VideoInfo
 from .._indexes.cache import IndexCache
 from .._read.clips import probe, read_clip, read_frames
@@ -255,7 +256,7 @@ class SampleReader:
             elif self.sampling == "clip":
                 clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
             else:  # each frame read once, however many views share it
-                wanted = np.unique(np.concatenate(views))
+                wanted = sorted_unique(np.concatenate(views))[0]
                 frames = np.concatenate([read(int(i), 1, 1) for i in wanted])
                 clips = [frames[np.searchsorted(wanted, v)] for v in views]
         except VideoDecodeError as exc:

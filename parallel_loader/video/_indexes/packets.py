@@ -40,7 +40,7 @@ import numpy as np
 from av.container import InputContainer
 from av.video.stream import VideoStream
 
-from .._base.facts import PACKETS, VideoIndex, regular_or_table
+from .._base.facts import PACKETS, VideoIndex, regular_or_table, sorted_unique
 
 __all__ = ["array_check", "family_problem", "from_packets", "index_of", "time_base_of"]
 
@@ -161,7 +161,7 @@ def index_of(stamps: np.ndarray, keys: np.ndarray, time_base: Fraction | None) -
     pts = np.sort(stamps)
     if pts.size > 1 and not (np.diff(pts) > 0).all():
         return "two packets share a timestamp"
-    keyframes = tuple(np.unique(np.searchsorted(pts, keys)).tolist())
+    keyframes = tuple(sorted_unique(np.searchsorted(pts, keys))[0].tolist())
     return regular_or_table(len(pts), keyframes, pts, intact=True, made_by=PACKETS, time_base=time_base)
 
 

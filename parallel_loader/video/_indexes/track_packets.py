@@ -40,7 +40,11 @@ class TrackPackets:
 def read_at(file: BinaryIO, start: int, count: int) -> bytes:
     """``count`` bytes of ``file`` from ``start``; fewer at its end."""
     file.seek(start)
-    out = bytearray()
-    while len(out) < count and (chunk := file.read(count - len(out))):
-        out += chunk
-    return bytes(out)
+    data = bytes(file.read(count))  # no copy of what is bytes already
+    if len(data) >= count or not data:
+        return data  # a local file's one read: no further copy (a whole file's packets can be megabytes)
+    parts, got = [data], len(data)
+    while got < count and (chunk := file.read(count - got)):
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)

@@ -11,7 +11,7 @@ from av.video.frame import VideoFrame
 from av.video.stream import VideoStream
 
 from .._base.errors import VideoDecodeError
-from .._base.facts import VideoIndex
+from .._base.facts import VideoIndex, sorted_unique
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
 from .pixels import Orientation, RGBFrames
 from .streams import StreamChoice
@@ -38,12 +38,13 @@ class Clip:
         turn: Orientation | None = None,
     ) -> None:
         order = np.asarray(frames, dtype=np.int64)
-        unique, self._expand = np.unique(order, return_inverse=True)
-        if unique.size == order.size and bool((np.diff(order) > 0).all()):
-            self._expand = None  # rising without repeats: the frames are the clip, in order
+        self._expand: np.ndarray | None = None  # rising without repeats: the frames are the clip, in order
+        unique = order
+        if not bool((np.diff(order) > 0).all()):
+            unique, self._expand = sorted_unique(order)
         self.wanted = order
         self.start, self.last = int(unique[0]), int(unique[-1])
-        self._slots = {int(f): j for j, f in enumerate(unique.tolist())}
+        self._slots = {f: j for j, f in enumerate(unique.tolist())}
         self._unique = np.empty((unique.size, 0, 0, 3), dtype=np.uint8)  # sized by the first frame
         self.kept = 0
         self.offered = False  # whether a scan offered it frames (see ``offer``)
