@@ -1,10 +1,23 @@
 """Checks shared by every test: no thread a test started may outlive it; video indexes kept per test."""
 
+import sys
 import threading
 
 import pytest
 
 from parallel_loader.video._indexes import cache as video_index
+
+
+def _fsspec_resolver_threads() -> set[threading.Thread]:
+    """The threads of fsspec's event loop's default executor, which resolves host names.
+
+    The loop lives as long as the process (see the remote guide), and so does
+    its executor; it starts one more thread when lookups overlap.
+    """
+    asyn = sys.modules.get("fsspec.asyn")
+    loop = asyn.loop[0] if asyn is not None else None
+    executor = getattr(loop, "_default_executor", None)
+    return set(getattr(executor, "_threads", ()))
 
 
 @pytest.fixture(autouse=True)
@@ -16,10 +29,11 @@ def no_leaked_threads():
     """
     before = set(threading.enumerate())
     yield
+    lifelong = _fsspec_resolver_threads()
     leaked = [
         t
         for t in threading.enumerate()
-        if t not in before and t.is_alive() and not isinstance(t, threading._DummyThread)
+        if t not in before and t.is_alive() and not isinstance(t, threading._DummyThread) and t not in lifelong
     ]
     assert not leaked, f"threads still alive after the test: {[t.name for t in leaked]}"
 
