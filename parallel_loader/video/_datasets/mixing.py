@@ -11,13 +11,14 @@ the frames of a clip. See :doc:`/video/augmentation`.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 
 import numpy as np
 
 __all__ = ["CutMix", "Mixup"]
 
 
-class _Mixing:
+class _Mixing(ABC):
     """What mixups share: ``alpha``, the draws, the check of the labels and their mix."""
 
     one_hot_labels = True  # VideoDataset checks at construction that its labels are one-hot
@@ -46,11 +47,11 @@ class _Mixing:
         mixed, kept = self._mix(clips, weight, partner, rng)
         return mixed, (kept * labels + (1 - kept) * labels[partner]).astype(labels.dtype)
 
+    @abstractmethod
     def _mix(
         self, clips: np.ndarray, weight: float, partner: np.ndarray, rng: np.random.Generator
     ) -> tuple[np.ndarray, float]:
         """Return the mixed clips and the share of each clip's own label, for the weight ``weight``."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(alpha={self.alpha:g})"
