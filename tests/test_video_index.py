@@ -124,7 +124,7 @@ def test_a_file_with_timestamp_gaps_counts_the_frames_that_decode_not_its_header
 
 def test_seeking_decodes_from_the_keyframe_before_the_start_and_skips_frames_nobody_refers_to(videos, monkeypatch):
     path = videos["h264_long_gop"]
-    cache = IndexCache()
+    cache = IndexCache(max_table_bytes=0)  # reads through FFmpeg (test_video_table_reads: from the packet table)
     index = cache.get(path)
     decoded: list[int] = []
 
@@ -373,7 +373,7 @@ def test_a_read_error_after_a_seek_raises_and_the_file_stays_seekable(videos, tm
 def test_a_read_error_after_a_seek_in_a_file_indexed_from_packets_decodes_it(videos, tmp_path, monkeypatch, failing):
     """Packets say nothing of whether they decode (a damaged one is passed over from the first frame): decode it."""
     path = videos["h264_long_gop"]
-    cache = IndexCache(tmp_path)
+    cache = IndexCache(tmp_path, max_table_bytes=0)  # reads through FFmpeg
     assert cache.get(path).made_by == "packets"
     failures = [failing]
     monkeypatch.setattr(decode_module, "open_video", FlakyReads(decode_module.open_video, failures))

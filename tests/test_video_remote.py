@@ -27,6 +27,7 @@ from parallel_loader.video import (
     probe,
     read_clip,
 )
+from parallel_loader.video._base.facts import put_varint
 from parallel_loader.video._bytes import objects as remote
 from parallel_loader.video._bytes import range_file as ranged
 from parallel_loader.video._commands.check import find_videos
@@ -171,6 +172,30 @@ def test_a_rotated_mp4_indexed_from_its_header_reads_as_the_local_file(servers, 
     assert proxy.requests <= 1.1 * 8  # one ranged read a clip
 
 
+def _zigzag(value: int) -> int:
+    return value * 2 if value >= 0 else -value * 2 - 1
+
+
+def _previous_format(table: PacketTable) -> bytes:
+    """A table as an earlier version kept it: varints a packet, no display matrix."""
+    out = bytearray()
+    for field in (table.codec.encode(), table.codec_tag.encode()):
+        put_varint(out, len(field))
+        out += field
+    for value in (table.width, table.height, len(table.extradata)):
+        put_varint(out, value)
+    out += table.extradata
+    put_varint(out, len(table.pos))
+    previous_pos = previous_pts = 0
+    columns = (table.pos.tolist(), table.size.tolist(), table.pts.tolist(), table.key.tolist())
+    for pos, size, pts, key in zip(*columns, strict=True):
+        put_varint(out, _zigzag(pos - previous_pos))
+        put_varint(out, size * 2 + key)
+        put_varint(out, _zigzag(pts - previous_pts))
+        previous_pos, previous_pts = pos + size, pts
+    return bytes(out)
+
+
 def test_an_index_kept_with_the_previous_table_format_is_made_again(servers, videos, rotated, monkeypatch, tmp_path):
     """A packet table of the previous format says nothing of the display matrix: the next read indexes the object
     again, once, and keeps the new table, so the clips after it are ranged reads again."""
@@ -184,7 +209,7 @@ def test_an_index_kept_with_the_previous_table_format_is_made_again(servers, vid
         key, index, extra = cache.latest(url)
         table = kept_table(extra)
         assert table is not None and table.display_matrix == first_frame_matrix(path)
-        previous = extra[: len(extra) - 1 - len(table.display_matrix or b"")]  # the previous format: no matrix field
+        previous = _previous_format(table)
         with pytest.raises(ValueError, match="older version"):
             PacketTable.decode(previous)
         cache.put(key, index, previous)

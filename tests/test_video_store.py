@@ -17,6 +17,7 @@ from parallel_loader.video import IndexCache, VideoIndex, read_clip
 from parallel_loader.video._base.facts import PACKETS, decode, encode
 from parallel_loader.video._base.keys import SourceKey, local_key
 from parallel_loader.video._indexes import cache as index_module
+from parallel_loader.video._indexes.packet_table import PacketTable
 from parallel_loader.video._indexes.store import IndexStore, Record
 
 from .video_files import write_encoded_video, write_video
@@ -87,7 +88,7 @@ def test_a_changed_file_is_indexed_again(tmp_path, counted):
 def test_torn_damaged_and_stale_records_are_never_trusted(tmp_path, counted):
     paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(3)]
     store = tmp_path / "store"
-    cache = IndexCache(store)
+    cache = IndexCache(store, max_table_bytes=0)  # one record a file: no packet tables
     for p in paths:
         cache.get(p)
     cache.close()
@@ -158,16 +159,22 @@ def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_
     outputs = [w.communicate(timeout=120)[0] for w in workers]
     assert [w.returncode for w in workers] == [0, 0]
     assert [o.strip() for o in outputs] == ["1600", "1600"]
-    assert len(IndexStore(store).read_new()) >= 200  # files both indexed at once are there twice
+    assert len(IndexStore(store).read_new()) >= 400  # files both indexed at once are there twice
     IndexStore(store).compact()  # the writers are gone: their segments (one if a process found all made) merge
     assert IndexStore(store).segment_count() == 1
     records = IndexStore(store).read_new()
-    assert sorted(r.name for r in records) == sorted(str(n) for n in names)  # one per file
-    for record in records:
+    tables = [r for r in records if r.name.endswith("\x00packets")]  # each file's packet table, kept apart
+    indexes = [r for r in records if r not in tables]
+    assert sorted(r.name for r in indexes) == sorted(str(n) for n in names)  # one per file
+    assert sorted(r.name for r in tables) == sorted(f"{n}\x00packets" for n in names)
+    for record in indexes:
         size, version, _, offset = Record.parse_entry(record.entry)
         assert SourceKey(record.name, size, version) == local_key(record.name)
         index = decode(record.entry, offset)
         assert (index.frames, index.seekable) == (8, True)
+    for record in tables:
+        size, version, _, offset = Record.parse_entry(record.entry)
+        assert len(PacketTable.decode(record.entry[offset:]).pos) == 8
 
 
 def test_a_million_entries_fit_the_documented_bound_without_eviction():

@@ -145,7 +145,8 @@ def test_tables_a_check_read_a_packet_from_are_retried_by_demuxing_from_the_star
     """A refusal after the first packet was demuxed opens the file again, so no packet is missed."""
     path = files["b_frames.mp4"]
     monkeypatch.setattr(make_module, "from_tables", lambda *args: Refused("made up", demuxed=True))
-    index = make_module.make_index(path, local_key(path))
+    index, table = make_module.make_index(path, local_key(path))
+    assert table is None
     assert (index.frames, index.made_by, index.seekable) == (N, "packets", True)
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "PACKETS",
     "VideoIndex",
     "decode",
+    "decode_with_end",
     "encode",
     "get_varint",
     "put_varint",
@@ -210,6 +211,11 @@ def decode(data: bytes | memoryview, offset: int = 0) -> VideoIndex:
     Raises:
         ValueError: ``data`` does not hold an index (cut short or not one).
     """
+    return decode_with_end(data, offset)[0]
+
+
+def decode_with_end(data: bytes | memoryview, offset: int = 0) -> tuple[VideoIndex, int]:
+    """``decode``, and the offset just past the index's binary form (what follows it is another's)."""
     try:
         flags = data[offset]
         pos = offset + 1
@@ -244,7 +250,7 @@ def decode(data: bytes | memoryview, offset: int = 0) -> VideoIndex:
             numerator, pos = get_varint(data, pos)
             denominator, pos = get_varint(data, pos)
             common["time_base"] = Fraction(numerator, denominator)
-        return VideoIndex(frames, tuple(keyframes), **timing, **common)
+        return VideoIndex(frames, tuple(keyframes), **timing, **common), pos
     except (IndexError, ZeroDivisionError):
         raise ValueError("a video index cut short or damaged") from None
 

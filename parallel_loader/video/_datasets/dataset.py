@@ -216,7 +216,7 @@ class VideoDataset(YieldFunction):
         """Return what pickling keeps: the arguments, the sample list's arrays and the quarantine; not the caches.
 
         The epoch's order is made again where the dataset is unpickled. An
-        ``index_cache`` travels as its directory and size.
+        ``index_cache`` travels as its directory and sizes.
         """
         state = self.__dict__.copy()
         for name in ("_state", "_order_cached"):
@@ -224,14 +224,14 @@ class VideoDataset(YieldFunction):
         state["_epoch"] = self._state[0]
         cache = self.index_cache
         if cache is not None:
-            state["index_cache"] = ("IndexCache", cache.directory, cache.max_bytes)
+            state["index_cache"] = ("IndexCache", cache.directory, cache.max_bytes, cache.max_table_bytes)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         epoch = state.pop("_epoch")
         cache = state.get("index_cache")
         if isinstance(cache, tuple):
-            state["index_cache"] = IndexCache(cache[1], cache[2])
+            state["index_cache"] = IndexCache(*cache[1:])
         self.__dict__.update(state)
         self.skipped = self.quarantine.reasons
         self._start(epoch)

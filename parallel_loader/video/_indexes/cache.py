@@ -31,18 +31,19 @@ import av
 from av.container import InputContainer
 from av.video.stream import VideoStream
 
-from .._base.facts import VideoIndex, decode, encode
+from .._base.facts import PACKETS, VideoIndex, decode, decode_with_end, encode
 from .._base.keys import Fetched, SourceKey, is_url, stream_slot, url_name
 from .._bytes.objects import RemoteObject, remote_object
 from .._bytes.source import source_key
 from .header import index_object
 from .make import make_index
-from .packet_table import PacketTable
+from .packet_table import PacketTable, kept_table
 from .scan import not_seekable_warning, scan
 from .store import IndexStore, Record
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_TABLE_BYTES",
     "ENVIRONMENT_VARIABLE",
     "IndexCache",
     "VideoIndex",
@@ -59,6 +60,9 @@ ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to
 # (~310 bytes each, see IndexCache), so a Kinetics-700-sized set (650,000 videos) fits with
 # room for longer paths and irregular timestamps.
 DEFAULT_MAX_BYTES = 512 << 20
+# 256 MiB: the packet tables of about 300,000 ten-second files at 30 frames a second (~850 bytes each).
+DEFAULT_MAX_TABLE_BYTES = 256 << 20
+_TABLE = "\x00packets"  # ends the slot of a local file's packet table (a NUL is in no path)
 _SLOT_BYTES = 120  # what an entry costs beyond its name and bytes: the table's slot and its LRU link
 _REFRESH_S = 1.0  # the least time between two reads of what other writers added to the store
 _OFF = ("", "0", "off", "none", "false", "no")
@@ -103,12 +107,21 @@ class IndexCache:
     Past ``max_bytes`` the least recently used entries leave memory. They are
     made again (from packets: a few milliseconds) if asked for.
 
+    A local file indexed from its container's tables also keeps its packet
+    table. A later read then decodes its clip without opening the file
+    through FFmpeg (see ``get_with_table``). Tables are kept apart, up to
+    ``max_table_bytes``: one is a shortcut, and a read without it is as exact.
+    A 10-second file's takes about 850 bytes. A URL's table is part of its
+    index, since its reads need it.
+
     Args:
         directory: where to keep indexes between runs and share them with other
             processes and hosts (created when needed). By default it is the
             per-user cache directory, or ``$PARALLEL_LOADER_VIDEO_INDEX`` (see
             ``default_directory``). ``None`` keeps them in memory only.
         max_bytes: the memory the entries may take.
+        max_table_bytes: the memory local files' packet tables may take, on
+            top of ``max_bytes``; 0 keeps none, in memory or on disk.
 
     See :doc:`/video/indexes`.
     """
@@ -117,18 +130,24 @@ class IndexCache:
         self,
         directory: str | os.PathLike[str] | _UserDefault | None = USER_DEFAULT,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES,
     ) -> None:
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive int, got {max_bytes!r}")
+        if isinstance(max_table_bytes, bool) or not isinstance(max_table_bytes, int) or max_table_bytes < 0:
+            raise ValueError(f"max_table_bytes must be an int of 0 or more, got {max_table_bytes!r}")
         if directory is USER_DEFAULT:
             directory = default_directory()
         self.directory = None if directory is None else Path(directory).expanduser()
         self.max_bytes = max_bytes
+        self.max_table_bytes = max_table_bytes
         self._store = None if self.directory is None else IndexStore(self.directory)
         # Held while reading or changing the fields below, never while decoding or reading files.
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, bytes] = OrderedDict()  # name -> Record.entry_of bytes, oldest first
         self._bytes = 0  # what the entries are charged
+        self._tables: OrderedDict[str, bytes] = OrderedDict()  # local files' packet tables, apart (see the docstring)
+        self._table_bytes = 0
         self._evicted = 0
         self._reported: set[str] = set()  # files already named in a log line as not seekable
         self._refreshed = -float("inf")  # time.monotonic() of the last read of the store
@@ -164,12 +183,31 @@ class IndexCache:
         if is_url(path):
             found = self.latest(os.fspath(path), stream)
             return found[1] if found is not None else index_remote(remote_object(os.fspath(path)), self, stream)[1]
+        return self.get_with_table(path, on_frame, on_index, stream)[0]
+
+    def get_with_table(
+        self,
+        path: str | os.PathLike[str] | Fetched,
+        on_frame: Callable[[int, av.VideoFrame], None] | None = None,
+        on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
+        stream: int | None = None,
+    ) -> tuple[VideoIndex, PacketTable | None]:
+        """``get`` for a local file (or one fetched whole), and its packet table when one is held, else None.
+
+        A table is made with an index made from the container's tables, and kept
+        apart from it (see the class docstring). A read decodes the clip's packets
+        from it without opening the file through FFmpeg.
+        """
         key = source_key(path).of_stream(stream)
         index = self.lookup(key)
-        if index is None:
-            index = make_index(path, key, on_frame, on_index)
-            self.put(key, index)
-        return index
+        if index is not None:
+            # A table made with an index from packets; not one left from before a rescan or a distrust.
+            return index, self._held_table(key) if index.made_by == PACKETS and index.seekable else None
+        index, table = make_index(path, key, on_frame, on_index)
+        self.put(key, index)
+        if table is not None and self.max_table_bytes:
+            self._put_table(key, table.encode())
+        return index, table
 
     def rescan(
         self,
@@ -227,6 +265,8 @@ class IndexCache:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+            self._tables.clear()
+            self._table_bytes = 0
             self._reported.clear()
 
     def close(self) -> None:
@@ -239,6 +279,12 @@ class IndexCache:
         """The bytes the entries held in memory are charged (see the class docstring)."""
         with self._lock:
             return self._bytes
+
+    @property
+    def table_memory(self) -> int:
+        """The bytes the packet tables held in memory are charged (as entries are; see the class docstring)."""
+        with self._lock:
+            return self._table_bytes
 
     @property
     def evicted(self) -> int:
@@ -269,6 +315,28 @@ class IndexCache:
             log.debug("ignoring an unreadable video index of %s: %s", key.name, exc)
             return None
 
+    def _put_table(self, key: SourceKey, table: bytes) -> None:
+        """Keep a local file's packet table in memory and on disk."""
+        written_ns = time.time_ns()
+        slot = key.slot + _TABLE
+        entry = Record.entry_of(key, written_ns, table)
+        with self._lock:
+            self._insert_table(slot, entry)
+        if self._store is not None:
+            self._store.append([Record(slot, entry, written_ns)])
+
+    def _held_table(self, key: SourceKey) -> PacketTable | None:
+        slot = key.slot + _TABLE
+        with self._lock:
+            entry = self._tables.get(slot)
+            if entry is None:
+                return None
+            self._tables.move_to_end(slot)
+        size, version, _, offset = Record.parse_entry(entry)
+        if (size, version) != (key.size, key.version):
+            return None  # of an older version of the file
+        return kept_table(entry[offset:])
+
     def _newest(self, name: str, stream: int | None) -> tuple[SourceKey, VideoIndex, bytes] | None:
         slot = stream_slot(name, stream)
         with self._lock:
@@ -278,11 +346,11 @@ class IndexCache:
             self._entries.move_to_end(slot)
         try:
             size, version, _, offset = Record.parse_entry(entry)
-            index = decode(entry, offset)
+            index, end = decode_with_end(entry, offset)
         except ValueError as exc:
             log.debug("ignoring an unreadable video index of %s: %s", name, exc)
             return None
-        return SourceKey(name, size, version, stream), index, entry[offset + len(encode(index)) :]
+        return SourceKey(name, size, version, stream), index, entry[end:]
 
     def _refresh(self) -> None:
         """Take what other writers (and earlier runs) added to the store."""
@@ -291,21 +359,19 @@ class IndexCache:
         with self._lock:
             self._refreshed = time.monotonic()
             for record in records:
-                kept = self._entries.get(record.name)
+                table = record.name.endswith(_TABLE)
+                kept = (self._tables if table else self._entries).get(record.name)
                 if kept is None or Record.parse_entry(kept)[2] <= record.written_ns:
-                    self._insert(record.name, record.entry)
+                    (self._insert_table if table else self._insert)(record.name, record.entry)
 
     def _insert(self, name: str, entry: bytes) -> None:
         """Hold ``entry`` for ``name``; drop the least recently used beyond ``max_bytes``. Caller holds the lock."""
-        old = self._entries.pop(name, None)
-        if old is not None:
-            self._bytes -= _charge(name, old)
-        self._entries[name] = entry
-        self._bytes += _charge(name, entry)
-        while self._bytes > self.max_bytes and len(self._entries) > 1:
-            gone, gone_entry = self._entries.popitem(last=False)
-            self._bytes -= _charge(gone, gone_entry)
-            self._evicted += 1
+        self._bytes, gone = _held_within(self._entries, name, entry, self._bytes, self.max_bytes, keep=1)
+        self._evicted += gone
+
+    def _insert_table(self, name: str, entry: bytes) -> None:
+        """``_insert`` for a packet table, within ``max_table_bytes``. Caller holds the lock."""
+        self._table_bytes, _ = _held_within(self._tables, name, entry, self._table_bytes, self.max_table_bytes, keep=0)
 
     def _report(self, key: SourceKey, index: VideoIndex) -> None:
         if index.seekable:
@@ -320,6 +386,26 @@ class IndexCache:
 
 def _charge(name: str, entry: bytes) -> int:
     return sys.getsizeof(name) + sys.getsizeof(entry) + _SLOT_BYTES
+
+
+def _held_within(
+    entries: OrderedDict[str, bytes], name: str, entry: bytes, held: int, limit: int, keep: int
+) -> tuple[int, int]:
+    """Put ``entry`` in ``entries`` (charged ``held`` bytes) last; drop the first beyond ``limit``, down to ``keep``.
+
+    Returns the bytes now charged and how many entries were dropped.
+    """
+    old = entries.pop(name, None)
+    if old is not None:
+        held -= _charge(name, old)
+    entries[name] = entry
+    held += _charge(name, entry)
+    dropped = 0
+    while held > limit and len(entries) > keep:
+        gone, gone_entry = entries.popitem(last=False)
+        held -= _charge(gone, gone_entry)
+        dropped += 1
+    return held, dropped
 
 
 def default_index_cache() -> IndexCache:

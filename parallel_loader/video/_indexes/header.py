@@ -13,7 +13,6 @@ packets cannot tell (see ``packets``), is fetched whole once and indexed from me
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Iterator
 
 import av
@@ -25,11 +24,10 @@ from .._bytes.objects import RemoteObject
 from .._bytes.range_file import RangeFile, fetch_whole, read_ends
 from .._media.streams import chosen_stream
 from .make import make_index
-from .mov_tables import box, boxes
+from .mov_tables import display_matrix
 from .packet_table import PacketTable, table_in_memory, table_of, table_of_arrays
 from .packets import array_check, from_packets
 from .tables import Refused, TableIndex, from_tables
-from .track_packets import read_at
 
 __all__ = ["index_object"]
 
@@ -60,7 +58,7 @@ def index_object(
                 log.debug("video %s is read whole to be indexed: %s", remote.shown, index)
             fetched = fetch_whole(remote, key, blocks)
     if fetched is not None:
-        index = make_index(fetched, key)
+        index = make_index(fetched, key)[0]
         table = table_in_memory(fetched, stream)
     assert isinstance(index, VideoIndex)
     return key, index, table, fetched
@@ -122,7 +120,7 @@ def _open_header(
 def _header_matrix(remote: RemoteObject, key: SourceKey, blocks: dict[int, bytes], track_id: int) -> bytes | str | None:
     """The display matrix (see ``display_matrix``), or why it cannot be read; the header's bytes are held."""
     try:
-        return display_matrix(RangeFile(remote, key, blocks), track_id)
+        return display_matrix(RangeFile(remote, key, blocks), key.size, track_id)
     except ValueError as exc:
         return f"the display matrix cannot be read from the header ({exc})"
 
@@ -163,58 +161,6 @@ def _demuxed(
         finally:
             container.close()
     return made[0], table
-
-
-def display_matrix(source: RangeFile, track_id: int) -> bytes | None:
-    """The display matrix FFmpeg gives the frames of track ``track_id`` of an MP4/MOV, or None for none.
-
-    As ``libavformat/mov.c`` makes it: the ``tkhd`` matrix times the ``mvhd`` one,
-    each product shifted by its row's fixed point (16.16, 16.16, 2.30). None when
-    that is the identity. Raises ``ValueError`` for a header it cannot read.
-    """
-    start = 0
-    while start + 8 <= source.key.size:
-        header = read_at(source, start, 8)
-        if header[:4] == b"\0\0\0\1":  # a 64-bit size follows
-            header = read_at(source, start, 16)
-        kind, body, end = box(header, 0, start, source.key.size)
-        if kind == b"moov":
-            return _track_matrix(read_at(source, body, end - body), track_id)
-        start = end
-    raise ValueError("no moov box")
-
-
-def _track_matrix(moov: bytes, track_id: int) -> bytes | None:
-    """The display matrix of track ``track_id`` from the ``moov`` box's body (see ``display_matrix``)."""
-    movie = [[0] * 3 for _ in range(3)]  # FFmpeg's before an mvhd is read: a tkhd before it gets zeros
-    for kind, body, end in boxes(moov, 0, len(moov)):
-        if kind == b"mvhd":  # version, flags, 2 times, timescale, duration (64-bit in version 1), 16 bytes
-            movie = _matrix(moov, body, end, 36, 48)
-        elif kind == b"trak":
-            for child, header, child_end in boxes(moov, body, end):
-                if child == b"tkhd":  # version, flags, 2 times, track ID, 4 bytes, duration, 16 bytes
-                    track = _matrix(moov, header, child_end, 40, 52)
-                    if struct.unpack_from(">I", moov, header + (20 if moov[header] == 1 else 12))[0] == track_id:
-                        return _composed(track, movie)
-    raise ValueError(f"no tkhd box of track {track_id}")
-
-
-def _composed(track: list[list[int]], movie: list[list[int]]) -> bytes | None:
-    shifts = (16, 16, 30)
-    product = [[sum((track[i][e] * movie[e][j]) >> shifts[e] for e in range(3)) for j in range(3)] for i in range(3)]
-    values = [(v + (1 << 31)) % (1 << 32) - (1 << 31) for row in product for v in row]  # C's int32
-    if values == [1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30]:
-        return None
-    return struct.pack("<9i", *values)
-
-
-def _matrix(data: bytes, body: int, end: int, at: int, at_version_1: int) -> list[list[int]]:
-    """The 3x3 matrix at byte ``at`` of a full box's body (``at_version_1`` in version 1), big-endian int32."""
-    offset = at_version_1 if end > body and data[body] == 1 else at
-    if end - body < offset + 36:
-        raise ValueError(f"a box of {end - body} bytes holds no matrix")
-    values = struct.unpack_from(">9i", data, body + offset)
-    return [list(values[i : i + 3]) for i in range(0, 9, 3)]
 
 
 class _SyncKeyed:

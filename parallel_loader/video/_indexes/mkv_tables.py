@@ -29,6 +29,7 @@ __all__ = ["track_packets"]
 _EBML, _SEGMENT = 0x1A45DFA3, 0x18538067
 _TRACKS, _CUES, _CLUSTER = 0x1654AE6B, 0x1C53BB6B, 0x1F43B675  # the elements of a segment read here
 _TRACK_ENTRY, _TRACK_NUMBER, _TIMESTAMP = 0xAE, 0xD7, 0xE7
+_VIDEO, _PROJECTION = 0xE0, 0x7670
 _SIMPLE_BLOCK, _BLOCK_GROUP, _BLOCK, _REFERENCE_BLOCK = 0xA3, 0xA0, 0xA1, 0xFB
 _CUE_POINT, _CUE_TIME, _CUE_TRACK_POSITIONS, _CUE_TRACK, _CUE_CLUSTER = 0xBB, 0xB3, 0xB7, 0xF7, 0xF1
 # Elements of a track entry that change its packets or their times as FFmpeg reads them.
@@ -228,6 +229,9 @@ def _track_number(data: bytes, stream: int) -> int | str:
             return _REFUSED[kind]
         if kind == _TRACK_NUMBER:
             number = int.from_bytes(data[child : child + length], "big")
+        if kind == _VIDEO and any(k == _PROJECTION for k, _, _ in _children(data, child, child + length)):
+            # FFmpeg turns its frames by the projection's pose (a display matrix): read through FFmpeg.
+            return "a video projection"
     return number or "a track entry without a number"
 
 

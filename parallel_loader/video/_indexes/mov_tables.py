@@ -24,7 +24,7 @@ import numpy as np
 
 from .track_packets import TrackPackets, read_at
 
-__all__ = ["box", "boxes", "read_moov", "track_packets"]
+__all__ = ["box", "boxes", "display_matrix", "read_moov", "track_matrix", "track_packets"]
 
 # Boxes of a track's sample table that add keyframes FFmpeg marks and this reader would not.
 _MORE_KEYFRAMES = (b"stps",)
@@ -220,3 +220,49 @@ def box(data: bytes, at: int, start: int, limit: int) -> tuple[bytes, int, int]:
     if size < header or start + size > limit:
         raise ValueError(f"a box at byte {start} of {size} bytes")
     return kind, start + header, start + size
+
+
+def display_matrix(file: BinaryIO, file_size: int, track_id: int) -> bytes | None:
+    """The display matrix FFmpeg gives the frames of track ``track_id`` of an MP4/MOV, or None for none.
+
+    As ``libavformat/mov.c`` makes it: the ``tkhd`` matrix times the ``mvhd`` one,
+    each product shifted by its row's fixed point (16.16, 16.16, 2.30). None when
+    that is the identity. Raises ``ValueError`` for a header it cannot read.
+    """
+    moov = read_moov(file, file_size)
+    if isinstance(moov, str):
+        raise ValueError(moov)
+    return track_matrix(moov, track_id)
+
+
+def track_matrix(moov: bytes, track_id: int) -> bytes | None:
+    """The display matrix of track ``track_id`` from the ``moov`` box's body (see ``display_matrix``)."""
+    movie = [[0] * 3 for _ in range(3)]  # FFmpeg's before an mvhd is read: a tkhd before it gets zeros
+    for kind, body, end in boxes(moov, 0, len(moov)):
+        if kind == b"mvhd":  # version, flags, 2 times, timescale, duration (64-bit in version 1), 16 bytes
+            movie = _matrix(moov, body, end, 36, 48)
+        elif kind == b"trak":
+            for child, header, child_end in boxes(moov, body, end):
+                if child == b"tkhd":  # version, flags, 2 times, track ID, 4 bytes, duration, 16 bytes
+                    track = _matrix(moov, header, child_end, 40, 52)
+                    if struct.unpack_from(">I", moov, header + (20 if moov[header] == 1 else 12))[0] == track_id:
+                        return _composed(track, movie)
+    raise ValueError(f"no tkhd box of track {track_id}")
+
+
+def _composed(track: list[list[int]], movie: list[list[int]]) -> bytes | None:
+    shifts = (16, 16, 30)
+    product = [[sum((track[i][e] * movie[e][j]) >> shifts[e] for e in range(3)) for j in range(3)] for i in range(3)]
+    values = [(v + (1 << 31)) % (1 << 32) - (1 << 31) for row in product for v in row]  # C's int32
+    if values == [1 << 16, 0, 0, 0, 1 << 16, 0, 0, 0, 1 << 30]:
+        return None
+    return struct.pack("<9i", *values)
+
+
+def _matrix(data: bytes, body: int, end: int, at: int, at_version_1: int) -> list[list[int]]:
+    """The 3x3 matrix at byte ``at`` of a full box's body (``at_version_1`` in version 1), big-endian int32."""
+    offset = at_version_1 if end > body and data[body] == 1 else at
+    if end - body < offset + 36:
+        raise ValueError(f"a box of {end - body} bytes holds no matrix")
+    values = struct.unpack_from(">9i", data, body + offset)
+    return [list(values[i : i + 3]) for i in range(0, 9, 3)]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import io
 import logging
+import struct
+import zlib
 from dataclasses import dataclass
 
 import av
@@ -24,7 +26,7 @@ import numpy as np
 from av.sidedata.sidedata import Type
 
 from .._base.errors import VideoDecodeError
-from .._base.facts import VideoIndex, _unzigzag, _zigzag, get_varint, put_varint
+from .._base.facts import VideoIndex
 from .._base.keys import Fetched
 from .._media.pixels import Orientation, orientation
 from .._media.streams import chosen_stream
@@ -56,65 +58,49 @@ class PacketTable:
         return None if self.display_matrix is None else orientation(self.display_matrix)
 
     def encode(self) -> bytes:
-        out = bytearray()
-        for text in (self.codec, self.codec_tag):
-            raw = text.encode("utf-8")
-            put_varint(out, len(raw))
-            out += raw
-        put_varint(out, self.width)
-        put_varint(out, self.height)
-        put_varint(out, len(self.extradata))
-        out += self.extradata
-        put_varint(out, len(self.pos))
-        previous_pos = previous_pts = 0
-        columns = (self.pos.tolist(), self.size.tolist(), self.pts.tolist(), self.key.tolist())
-        for pos, size, pts, key in zip(*columns, strict=True):
-            put_varint(out, _zigzag(pos - previous_pos))
-            put_varint(out, size * 2 + int(key))
-            put_varint(out, _zigzag(pts - previous_pts))
-            previous_pos, previous_pts = pos + size, pts
+        """The table's binary form: a short header, then its columns as arrays, compressed (see ``decode``)."""
+        head = bytearray(_MAGIC)
+        for field in (self.codec.encode("utf-8"), self.codec_tag.encode("utf-8"), self.extradata):
+            head += struct.pack("<I", len(field)) + field
+        head += struct.pack("<III", self.width, self.height, len(self.pos))
         matrix = self.display_matrix or b""
-        put_varint(out, len(matrix))  # 0 for none: an older version's table ends before it
-        out += matrix
-        return bytes(out)
+        head += struct.pack("<I", len(matrix)) + matrix
+        ends = self.pos + self.size
+        gaps = self.pos - np.concatenate(([0], ends[:-1]))  # 0 where a packet follows the one before it
+        pts = np.diff(self.pts, prepend=0)
+        columns = b"".join(_narrowed(column) for column in (gaps, self.size, pts))
+        return bytes(head) + zlib.compress(columns + np.packbits(self.key).tobytes())
 
     @classmethod
     def decode(cls, data: bytes) -> PacketTable:
-        """Raises ``ValueError`` for bytes that are no table (cut short), or an older version's (no display matrix)."""
+        """The table ``encode`` wrote, without a loop per packet.
+
+        Raises:
+            ValueError: the bytes are no table (cut short, damaged), or an older version's.
+        """
+        if not data.startswith(_MAGIC):
+            raise ValueError("a packet table of an older version")
         try:
-            texts = []
-            pos = 0
-            for _ in range(2):
-                length, pos = get_varint(data, pos)
-                texts.append(bytes(data[pos : pos + length]).decode("utf-8"))
-                pos += length
-            width, pos = get_varint(data, pos)
-            height, pos = get_varint(data, pos)
-            length, pos = get_varint(data, pos)
-            extradata = bytes(data[pos : pos + length])
-            pos += length
-            count, pos = get_varint(data, pos)
-            table = np.empty((4, count), dtype=np.int64)
-            previous_pos = previous_pts = 0
-            for i in range(count):
-                delta, pos = get_varint(data, pos)
-                size_key, pos = get_varint(data, pos)
-                pts_delta, pos = get_varint(data, pos)
-                offset = previous_pos + _unzigzag(delta)
-                size = size_key >> 1
-                previous_pts += _unzigzag(pts_delta)
-                table[:, i] = (offset, size, previous_pts, size_key & 1)
-                previous_pos = offset + size
-            if pos == len(data):
-                raise ValueError("a packet table of an older version, without the display matrix")
-            length, pos = get_varint(data, pos)
-            matrix = bytes(data[pos : pos + length]) or None
-        except IndexError:
-            raise ValueError("a packet table cut short") from None
-        if length not in (0, 36) or pos + length > len(data):
+            view, at, fields = memoryview(data), len(_MAGIC), []
+            for _ in range(3):
+                (length,) = struct.unpack_from("<I", view, at)
+                fields.append(bytes(view[at + 4 : at + 4 + length]))
+                at += 4 + length
+            width, height, count, length = struct.unpack_from("<IIII", view, at)
+            at += 16
+            matrix = bytes(view[at : at + length]) or None
+            columns = zlib.decompress(view[at + length :])
+            gaps, at = _widened(columns, 0, count)
+            size, at = _widened(columns, at, count)
+            pts, at = _widened(columns, at, count)
+            key = np.unpackbits(np.frombuffer(columns, np.uint8, offset=at), count=count).astype(bool)
+        except (struct.error, zlib.error, ValueError) as exc:
+            raise ValueError(f"a packet table cut short or damaged ({exc})") from None
+        if length not in (0, 36) or (matrix is not None and len(matrix) != 36):
             raise ValueError(f"a packet table with a display matrix of {length} bytes")
-        keys = table[3].astype(bool)
-        return cls(texts[0], texts[1], width, height, extradata, table[0], table[1], table[2], keys, matrix)
+        pos = np.cumsum(gaps) + np.concatenate(([0], np.cumsum(size[:-1])))  # each gap after the ends before it
+        codec, tag, extradata = fields[0].decode("utf-8"), fields[1].decode("utf-8"), fields[2]
+        return cls(codec, tag, width, height, extradata, pos, size, np.cumsum(pts), key, matrix)
 
     def span(self, index: VideoIndex, key: int, last: int) -> tuple[int, int] | None:
         """Packets ``[first, stop)`` in decoding order that decode frames ``key`` to ``last``, or None if unknown."""
@@ -183,6 +169,28 @@ def table_in_memory(fetched: Fetched, stream: int | None = None) -> PacketTable 
             return table_of(video, packets, None if matrix is None else bytes(matrix))
     except (av.error.FFmpegError, VideoDecodeError):
         return None
+
+
+_MAGIC = b"\0PKT\3"  # an older table starts with its codec name's length: never 0
+_WIDTHS = (np.dtype("<i1"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("<i8"))
+
+
+def _narrowed(column: np.ndarray) -> bytes:
+    """``column`` (int64) in the narrowest little-endian integer type that holds it, that type's size first."""
+    low, high = (int(column.min()), int(column.max())) if column.size else (0, 0)
+    width = next(w for w in _WIDTHS if np.iinfo(w).min <= low and high <= np.iinfo(w).max)
+    return bytes([width.itemsize]) + column.astype(width).tobytes()
+
+
+def _widened(data: bytes, at: int, count: int) -> tuple[np.ndarray, int]:
+    """The column ``_narrowed`` wrote at ``at``, as int64, and the offset after it."""
+    if data[at] not in (1, 2, 4, 8):
+        raise ValueError(f"a column of {data[at]}-byte integers")
+    width = np.dtype(f"<i{data[at]}")
+    end = at + 1 + count * width.itemsize
+    if end > len(data):
+        raise ValueError("a column cut short")
+    return np.frombuffer(data, width, count, at + 1).astype(np.int64), end
 
 
 def _decoded(packet: av.Packet) -> list[av.VideoFrame]:

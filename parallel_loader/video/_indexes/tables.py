@@ -18,6 +18,8 @@ from demuxed packets is. See :doc:`/video/first_touch`.
 
 from __future__ import annotations
 
+import dataclasses
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -30,7 +32,7 @@ from av.video.stream import VideoStream
 from .._base.facts import VideoIndex
 from .avi_tables import stream_packets
 from .mkv_tables import track_packets as mkv_track_packets
-from .mov_tables import read_moov, track_packets
+from .mov_tables import read_moov, track_matrix, track_packets
 from .packets import array_check, family_problem, index_of, time_base_of
 from .track_packets import TrackPackets, read_at
 
@@ -49,6 +51,7 @@ class TableIndex:
     size: np.ndarray  # int64
     pts: np.ndarray  # int64, FFmpeg's presentation timestamps
     key: np.ndarray  # bool
+    display_matrix: bytes | None = None  # see ``TrackPackets``
 
 
 @dataclass(frozen=True)
@@ -104,12 +107,20 @@ def from_tables(container: InputContainer, stream: VideoStream, file: BinaryIO, 
     index = index_of(pts, pts[packets.key], time_base_of(stream))
     if isinstance(index, str):
         return Refused(index, demuxed=True)
-    return TableIndex(index, packets.pos, packets.size, pts, packets.key)
+    return TableIndex(index, packets.pos, packets.size, pts, packets.key, packets.display_matrix)
 
 
 def _mov(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | str:
     moov = read_moov(file, file_size)
-    return moov if isinstance(moov, str) else track_packets(moov, stream.id)
+    if isinstance(moov, str):
+        return moov
+    packets = track_packets(moov, stream.id)
+    if isinstance(packets, str):
+        return packets
+    try:
+        return dataclasses.replace(packets, display_matrix=track_matrix(moov, stream.id))
+    except (ValueError, struct.error) as exc:
+        return f"the display matrix cannot be read ({exc})"
 
 
 def _avi(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | str:

@@ -35,6 +35,9 @@ class TrackPackets:
     # Where FFmpeg's index puts each packet, when not at the packet (Matroska: its cluster). Then
     # FFmpeg's index holds only the keyframes it has seen, not every packet.
     index_pos: np.ndarray | None = None
+    # The display matrix FFmpeg gives the frames (36 bytes), None for none: frames decoded from
+    # bare packets lack it (see ``packet_table``). Only MP4/MOV keep one (AVI none, Matroska refused).
+    display_matrix: bytes | None = None
 
 
 def read_at(file: BinaryIO, start: int, count: int) -> bytes:

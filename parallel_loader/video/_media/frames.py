@@ -21,11 +21,11 @@ from .._base.facts import VideoIndex
 from .._bytes.source import open_container
 from .streams import StreamChoice, chosen_stream
 
-__all__ = ["SeekMismatch", "decode", "frames_from", "open_video", "packets"]
+__all__ = ["CONTENT_ERRORS", "SeekMismatch", "decode", "frames_from", "open_video", "packets"]
 
 
 # Errors from decoding a file's content that PyAV and FFmpeg raise as other types than FFmpegError.
-_CONTENT_ERRORS = (av.error.FFmpegError, AssertionError, ValueError, TypeError, IndexError, ArithmeticError)
+CONTENT_ERRORS = (av.error.FFmpegError, AssertionError, ValueError, TypeError, IndexError, ArithmeticError)
 
 
 class SeekMismatch(Exception):
@@ -56,7 +56,7 @@ def open_video(
         chosen = chosen_stream(container, stream, path)
         chosen.codec_context.thread_count = 1
         yield container, chosen
-    except _CONTENT_ERRORS as exc:
+    except CONTENT_ERRORS as exc:
         # What FFmpeg or PyAV raise on content they do not take (a frame numpy cannot hold, a
         # stream whose parameters make no sense) is about this file: named, so ``on_error`` handles it.
         raise VideoDecodeError(path, f"cannot be decoded ({type(exc).__name__}: {exc})") from exc

@@ -1,7 +1,9 @@
 """Reading a clip of a local file (or of bytes fetched whole), exactly, and its header.
 
 ``read_local`` seeks to the keyframe at or before the clip's start, found in the
-file's ``VideoIndex``, and decodes forward. Files whose index says their seeks
+file's ``VideoIndex``, and decodes forward. Where the cache holds the file's
+packet table, the clip's packets are read in one read and decoded without
+opening the file through FFmpeg (``spans``). Files whose index says their seeks
 are not exact are decoded from the first frame. A seek that goes wrong during a
 read is caught, and the clip is decoded from the first frame. ``probe_local``
 reads the header through OpenCV. See :doc:`/video/decoding`.
@@ -9,6 +11,7 @@ reads the header through OpenCV. See :doc:`/video/decoding`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Sequence
@@ -19,10 +22,14 @@ import numpy as np
 from .._base.errors import VideoDecodeError, require_file
 from .._base.facts import PACKETS
 from .._base.info import VideoInfo
+from .._base.keys import Fetched
+from .._bytes.source import open_bytes
 from .._indexes.cache import IndexCache, default_index_cache
+from .._indexes.track_packets import read_at
 from .._media.clip import Clip, read_in_order, read_seeking
 from .._media.frames import open_video
 from .._media.streams import StreamChoice, stream_info
+from .spans import decode_span
 
 __all__ = ["header_frames", "probe_local", "read_local"]
 
@@ -76,7 +83,18 @@ def read_local(
     clip = Clip(frames, size, rotate)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
-        index = cache.get(path, on_frame=clip.offer, on_index=clip.read_opened, stream=stream)
+        index, table = cache.get_with_table(path, on_frame=clip.offer, on_index=clip.read_opened, stream=stream)
+        kept = not clip.offered and clip.early is None  # the index was kept: nothing was read yet
+        if kept and table is not None and index.seekable and clip.last < index.frames:
+            clip = Clip(frames, size, rotate, table.orientation)  # bare packets' frames lack the display matrix
+            try:
+                problem = decode_span(table, index, clip, functools.partial(_read_bytes, path))
+            except OSError as exc:  # read through FFmpeg below, which meets it as every read does
+                problem = f"the file cannot be read ({exc})"
+            if not problem:
+                return clip.frames
+            log.info("video %s: %s in a read from its packet table; reading it through FFmpeg", _shown(path), problem)
+            clip = Clip(frames, size, rotate)
         if not clip.offered and index.seekable and clip.last < index.frames:
             try:
                 if isinstance(clip.early, VideoDecodeError):
@@ -106,6 +124,19 @@ def read_local(
     if not clip.full:
         _raise_short(path, clip, decoded, stream=stream)
     return clip.frames
+
+
+def _read_bytes(path: str | os.PathLike[str] | Fetched, begin: int, end: int) -> bytes:
+    """Bytes ``begin`` to ``end - 1`` of a file (or a ``Fetched``'s), all of them."""
+    with open_bytes(path) as file:
+        data = read_at(file, begin, end - begin)
+    if len(data) != end - begin:
+        raise OSError(f"the file ends before byte {end - 1}, which its packet table lists")
+    return data
+
+
+def _shown(path: str | os.PathLike[str] | Fetched) -> str | os.PathLike[str]:
+    return path.key.name if isinstance(path, Fetched) else path
 
 
 def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:

@@ -7,10 +7,8 @@ Words used here:
   It holds the display matrix too, which the decoded frames lack. A table kept
   by an older version, without it, makes the object be indexed again.
 * the *span* of a clip: its bytes, from the keyframe packet at or before it to
-  the last packet its frames need. One ranged read fetches it. A codec context
-  fed those packets gives the frames that seeking in the file gives. The same
-  checks as ``_media.frames.frames_from`` apply: timestamps in order, starting
-  with the keyframe, decoded as a keyframe.
+  the last packet its frames need. One ranged read fetches it, and
+  ``spans.decode_span`` decodes it, as for a local file.
 
 A first touch indexes the object from its header, or whole (see ``_indexes.header``).
 
@@ -43,6 +41,7 @@ from .._indexes.packet_table import PacketTable, kept_table
 from .._media.clip import Clip
 from .._media.streams import StreamChoice, chosen_stream, stream_info
 from .local import read_local
+from .spans import decode_span
 
 __all__ = ["probe_remote", "read_remote"]
 
@@ -99,56 +98,14 @@ def read_remote(
 
 def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: PacketTable, clip: Clip) -> str:
     """Fill ``clip`` from one ranged read; return "" or what did not follow the index (then read otherwise)."""
-    first_frame = index.keyframe_before(clip.start)
-    span = table.span(index, first_frame, clip.last)
-    if span is None:
-        return f"no packet of the table holds keyframe {first_frame}"
-    first, stop = span
-    begin, end = table.byte_range(first, stop)
-    data = remote.read(key, begin, end)
-    if len(data) != end - begin:
-        raise VideoDecodeError(remote.shown, f"a read of bytes {begin}-{end - 1} returned {len(data)} bytes")
-    codec = av.CodecContext.create(table.codec, "r")
-    codec.thread_count = 1
-    if table.extradata:
-        codec.extradata = table.extradata
-    if table.codec_tag:
-        codec.codec_tag = table.codec_tag
-    codec.width, codec.height = table.width, table.height
-    previous = -1
-    skipping = False  # whether the decoder skips frames nothing refers to (as ``frames.frames_from``)
-    try:
-        for j in [*range(first, stop), None]:
-            if j is None:
-                packet = None  # flush the frames the decoder holds back
-            else:
-                offset, length = int(table.pos[j]) - begin, int(table.size[j])
-                packet = av.Packet(length)  # zero-padded; bytes copied in
-                memoryview(packet)[:] = data[offset : offset + length]
-                packet.pts = int(table.pts[j])
-                i = index.frame_at(packet.pts)
-                skip = not (i is None or i == first_frame or clip.wants(i))
-                if skip != skipping:
-                    codec.skip_frame = "NONREF" if skip else "DEFAULT"
-                    skipping = skip
-            for frame in codec.decode(packet):
-                i = index.frame_at(frame.pts)
-                if i is None:
-                    return f"timestamp {frame.pts} is unknown to the index"
-                if i < first_frame:
-                    continue
-                if i <= previous or (previous < 0 and i != first_frame):
-                    return f"frame {i} decodes after frame {max(previous, first_frame)}"
-                if previous < 0 and first_frame > 0 and not frame.key_frame:
-                    return f"frame {first_frame} does not decode as a keyframe"
-                previous = i
-                if clip.wants(i):
-                    clip.keep(i, frame)
-                    if clip.full:
-                        return ""
-    except av.error.FFmpegError as exc:
-        return f"a packet does not decode ({exc})"
-    return f"the packets of bytes {begin}-{end - 1} end before frame {clip.last}"
+
+    def read(begin: int, end: int) -> bytes:
+        data = remote.read(key, begin, end)
+        if len(data) != end - begin:
+            raise VideoDecodeError(remote.shown, f"a read of bytes {begin}-{end - 1} returned {len(data)} bytes")
+        return data
+
+    return decode_span(table, index, clip, read)
 
 
 def probe_remote(url: str, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:

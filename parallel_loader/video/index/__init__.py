@@ -6,6 +6,7 @@ The command makes a data set's indexes ahead of time. See :doc:`/video/indexes`.
 from .._base.keys import SourceKey
 from .._indexes.cache import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_TABLE_BYTES,
     ENVIRONMENT_VARIABLE,
     IndexCache,
     default_directory,
@@ -15,6 +16,7 @@ from .._indexes.cache import (
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_TABLE_BYTES",
     "ENVIRONMENT_VARIABLE",
     "IndexCache",
     "SourceKey",
