@@ -204,9 +204,7 @@ class IndexCache:
             # A table made with an index from packets; not one left from before a rescan or a distrust.
             return index, self._held_table(key) if index.made_by == PACKETS and index.seekable else None
         index, table = make_index(path, key, on_frame, on_index)
-        self.put(key, index)
-        if table is not None and self.max_table_bytes:
-            self._put_table(key, table.encode())
+        self._keep(key, index, table.encode() if table is not None and self.max_table_bytes else None)
         return index, table
 
     def rescan(
@@ -247,12 +245,20 @@ class IndexCache:
 
     def put(self, key: SourceKey, index: VideoIndex, extra: bytes = b"") -> None:
         """Keep ``index`` (and ``extra``: see ``latest``) for this version of a file, in memory and on disk."""
+        self._keep(key, index, None, extra)
+
+    def _keep(self, key: SourceKey, index: VideoIndex, table: bytes | None, extra: bytes = b"") -> None:
+        """``put``, and a local file's packet table (``PacketTable.encode``) unless None: one write to the store."""
         written_ns = time.time_ns()
-        entry = Record.entry_of(key, written_ns, encode(index) + extra)
+        records = [Record(key.slot, Record.entry_of(key, written_ns, encode(index) + extra), written_ns)]
+        if table is not None:
+            records.append(Record(key.slot + _TABLE, Record.entry_of(key, written_ns, table), written_ns))
         with self._lock:
-            self._insert(key.slot, entry)
+            self._insert(records[0].name, records[0].entry)
+            if table is not None:
+                self._insert_table(records[1].name, records[1].entry)
         if self._store is not None:
-            self._store.append([Record(key.slot, entry, written_ns)])
+            self._store.append(records)
         self._report(key, index)
 
     def distrust(self, path: str | os.PathLike[str], reason: str, stream: int | None = None) -> None:
@@ -314,16 +320,6 @@ class IndexCache:
         except ValueError as exc:  # cannot happen for entries this code wrote; never trusted
             log.debug("ignoring an unreadable video index of %s: %s", key.name, exc)
             return None
-
-    def _put_table(self, key: SourceKey, table: bytes) -> None:
-        """Keep a local file's packet table in memory and on disk."""
-        written_ns = time.time_ns()
-        slot = key.slot + _TABLE
-        entry = Record.entry_of(key, written_ns, table)
-        with self._lock:
-            self._insert_table(slot, entry)
-        if self._store is not None:
-            self._store.append([Record(slot, entry, written_ns)])
 
     def _held_table(self, key: SourceKey) -> PacketTable | None:
         slot = key.slot + _TABLE

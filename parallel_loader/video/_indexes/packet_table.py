@@ -172,13 +172,14 @@ def table_in_memory(fetched: Fetched, stream: int | None = None) -> PacketTable 
 
 
 _MAGIC = b"\0PKT\3"  # an older table starts with its codec name's length: never 0
-_WIDTHS = (np.dtype("<i1"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("<i8"))
+# The integer types a column may take, with the least and most each holds.
+_WIDTHS = tuple((np.dtype(f"<i{n}"), -(1 << (8 * n - 1)), (1 << (8 * n - 1)) - 1) for n in (1, 2, 4, 8))
 
 
 def _narrowed(column: np.ndarray) -> bytes:
     """``column`` (int64) in the narrowest little-endian integer type that holds it, that type's size first."""
     low, high = (int(column.min()), int(column.max())) if column.size else (0, 0)
-    width = next(w for w in _WIDTHS if np.iinfo(w).min <= low and high <= np.iinfo(w).max)
+    width = next(w for w, least, most in _WIDTHS if least <= low and high <= most)
     return bytes([width.itemsize]) + column.astype(width).tobytes()
 
 
