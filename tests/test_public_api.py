@@ -118,6 +118,7 @@ SURFACE = {
     },
     "parallel_loader.video.index": {
         "DEFAULT_MAX_BYTES",
+        "DEFAULT_MAX_TABLE_BYTES",
         "ENVIRONMENT_VARIABLE",
         "IndexCache",
         "SourceKey",

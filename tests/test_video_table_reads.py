@@ -23,6 +23,7 @@ from parallel_loader.video._base.facts import put_varint
 from parallel_loader.video._base.keys import local_key
 from parallel_loader.video._indexes import mkv_tables
 from parallel_loader.video._indexes.packet_table import PacketTable, kept_table
+from parallel_loader.video._media import clip as clip_module
 from parallel_loader.video._media import frames as frames_module
 from parallel_loader.video._read import local as local_module
 from parallel_loader.video._read import spans as spans_module
@@ -256,3 +257,15 @@ def test_a_file_that_cannot_be_read_from_its_table_is_read_through_ffmpeg(files,
     with caplog.at_level(logging.INFO, logger="parallel_loader.video._read.local"):
         np.testing.assert_array_equal(read_clip(path, 12, 4, index_cache=cache), truth(path)[12:16])
     assert "the file cannot be read (Input/output error)" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["pyramid.mp4", "xvid.avi", "clusters.mkv", "rot90.mp4"])
+def test_a_first_touch_reads_its_clip_from_the_new_table_not_through_the_open_container(files, name, monkeypatch):
+    path = files[name]
+    expected = truth(path)[11:20:2]
+
+    def refuse(*args):
+        raise AssertionError("the clip was read through the container")
+
+    monkeypatch.setattr(clip_module.Clip, "read_opened", refuse)
+    np.testing.assert_array_equal(read_clip(path, 11, 5, 2, index_cache=IndexCache(None)), expected)

@@ -169,10 +169,11 @@ class IndexCache:
             on_frame: called with each frame's number and frame as it is decoded,
                 when the index must be made by decoding every frame. A reader takes
                 its clip from that pass. Never called otherwise.
-            on_index: called when the index is made from the file's packets. It
-                gets the container they came from (read to its end, still open),
-                its video stream and the index. So a reader reads its clip without
-                opening the file again. Never called otherwise. It must not raise.
+            on_index: called when the index is made from the file's packets
+                without a packet table. It gets the container they came from (read
+                to its end, still open), its video stream and the index. So a reader
+                reads its clip without opening the file again. Never called
+                otherwise: with a table, ``get_with_table`` returns it. It must not raise.
             stream: the stream's number, or None for the best video stream. Each
                 stream's index is kept apart (None apart from the best stream's number).
 

@@ -30,9 +30,10 @@ def make_index(
     on_frame: Callable[[int, av.VideoFrame], None] | None = None,
     on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
 ) -> tuple[VideoIndex, PacketTable | None]:
-    """A new index: from the tables, else the packets, where they tell (then ``on_index``); else by decoding.
+    """A new index: from the tables, else the packets, where they tell; else by decoding.
 
-    Decoding feeds ``on_frame``. See ``IndexCache.get`` for both. The index is of
+    Decoding feeds ``on_frame``. An index from the packets, without a table, is
+    given to ``on_index``. See ``IndexCache.get`` for both. The index is of
     the stream ``key.stream`` names (None: the best video stream, see ``_media.streams``).
     An index from the tables comes with the stream's packet table; otherwise the table is None.
     """
@@ -69,6 +70,6 @@ def _indexed(
             index = from_packets(container, stream, key.size)
         if isinstance(index, str):
             return index
-        if on_index is not None:
+        if on_index is not None and table is None:  # with a table, a reader reads the clip's bytes instead
             on_index(container, stream, index)
         return index, table

@@ -27,9 +27,13 @@ from typing import Protocol
 import av
 import av.filter
 import numpy as np
-from av.video.reformatter import VideoReformatter
+from av.video.format import VideoFormat
+from av.video.reformatter import Interpolation, VideoReformatter
 
 __all__ = ["FilterScaler", "Scaler", "SwsScaler", "high_depth", "scaler_for"]
+
+_RGB24 = VideoFormat("rgb24")
+_AREA = Interpolation.AREA
 
 
 class Scaler(Protocol):
@@ -67,8 +71,9 @@ class SwsScaler:
 
     def rgb(self, frame: av.VideoFrame) -> np.ndarray:
         """``frame`` as a ``uint8`` array (height, width, 3)."""
+        # The format and interpolation as objects: PyAV parses strings on every call, holding the GIL.
         return self._reformatter.reformat(
-            frame, width=self.width, height=self.height, format="rgb24", interpolation="AREA", threads=1
+            frame, width=self.width, height=self.height, format=_RGB24, interpolation=_AREA, threads=1
         ).to_ndarray()
 
 

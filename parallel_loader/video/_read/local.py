@@ -84,9 +84,10 @@ def read_local(
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
         index, table = cache.get_with_table(path, on_frame=clip.offer, on_index=clip.read_opened, stream=stream)
-        kept = not clip.offered and clip.early is None  # the index was kept: nothing was read yet
-        if kept and table is not None and index.seekable and clip.last < index.frames:
-            clip = Clip(frames, size, rotate, table.orientation)  # bare packets' frames lack the display matrix
+        unread = not clip.offered and clip.early is None  # not read while indexing
+        if unread and table is not None and index.seekable and clip.last < index.frames:
+            if table.orientation is not None:  # bare packets' frames lack the display matrix
+                clip = Clip(frames, size, rotate, table.orientation)
             try:
                 problem = decode_span(table, index, clip, functools.partial(_read_bytes, path))
             except OSError as exc:  # read through FFmpeg below, which meets it as every read does
