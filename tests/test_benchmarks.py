@@ -217,6 +217,9 @@ def test_video_cold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "| parallel_loader |" in out and "|           limit |" in out
     assert "CPU per clip <= 1.25x the limit at 1 thread(s)" in out
+    assert "the limit in the same process" in out
+    runs = report["sets"]["ucf"]["results"]["parallel_loader"]["runs"]["1"]
+    assert _finite(runs[0]["paired_limit_first_cpu_ms"]) and _finite(runs[0]["paired_limit_second_cpu_ms"])
     assert json.loads((tmp_path / "video_cold.json").read_text())["sets"]["ucf"]["videos"] == 2
 
 
