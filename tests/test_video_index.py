@@ -446,9 +446,9 @@ def test_a_first_read_that_needs_a_full_decode_takes_its_clip_from_it(videos, mo
     opened: list[str] = []
     original = decode_module.open_video
 
-    def counting(p):
+    def counting(p, *args):
         opened.append(os.fspath(p))
-        return original(p)
+        return original(p, *args)
 
     monkeypatch.setattr(decode_module, "open_video", counting)
     clip = read_clip(path, 40, 4, 3, index_cache=IndexCache(None))
@@ -485,9 +485,9 @@ def test_a_first_read_opens_the_file_once_and_reads_its_clip_where_its_packets_w
     opened: list[str] = []
     original = frames_module.open_container
 
-    def counting(p):
+    def counting(p, *args):
         opened.append(os.fspath(p))
-        return original(p)
+        return original(p, *args)
 
     monkeypatch.setattr(frames_module, "open_container", counting)
     cache = IndexCache(None)

@@ -62,7 +62,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
 def no_container(monkeypatch):
     """Opening any file through FFmpeg fails the test."""
 
-    def refuse(path):
+    def refuse(path, *args):
         raise AssertionError(f"{path} was opened through FFmpeg")
 
     monkeypatch.setattr(frames_module, "open_container", refuse)
@@ -108,7 +108,7 @@ def test_the_table_is_kept_on_disk_for_the_next_process(files, tmp_path, no_cont
     monkeypatch.undo()  # the first touch opens the file
     table = indexed(path, IndexCache(tmp_path))
     expected = truth(path)[7:19:3]
-    monkeypatch.setattr(frames_module, "open_container", lambda p: pytest.fail(f"{p} opened"))
+    monkeypatch.setattr(frames_module, "open_container", lambda p, *args: pytest.fail(f"{p} opened"))
     later = IndexCache(tmp_path)  # a later run: nothing in memory
     np.testing.assert_array_equal(read_clip(path, 7, 4, 3, index_cache=later), expected)
     found = later.get_with_table(path)[1]

@@ -13,7 +13,10 @@ that a horizontal flip shows and a crop's window (top and left) can be found.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -78,6 +81,40 @@ def write_encoded_video(
     ``options`` go to the encoder, ``container_options`` to the muxer; ``audio_first``
     puts a silent audio stream before the video one.
     """
+    with _scheduling_kept():
+        return _write_encoded_video(**locals())
+
+
+@contextlib.contextmanager
+def _scheduling_kept() -> Iterator[None]:
+    """Put back this thread's scheduling policy: SVT-AV1 run as root leaves the caller SCHED_FIFO at priority 99.
+
+    A test process left so starved everything else on the machine, a second test process included.
+    """
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
+
+
+def _write_encoded_video(
+    path: Path,
+    n_frames: int,
+    codec: str,
+    container: str | None,
+    gop: int,
+    b_frames: int,
+    timestamps: list[int] | None,
+    codec_tag: str | None,
+    size: tuple[int, int],
+    open_gop: bool,
+    pix_fmt: str | None,
+    options: dict[str, str] | None,
+    container_options: dict[str, str] | None,
+    audio_first: bool,
+) -> Path:
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
     with av.open(str(path), "w", format=container, options=container_options or {}) as output:

@@ -24,7 +24,7 @@ from .._bytes.objects import RemoteObject
 from .._bytes.range_file import RangeFile, fetch_whole, read_ends
 from .._media.streams import chosen_stream
 from .make import make_index
-from .mov_tables import display_matrix
+from .mov_tables import MOV_BOXES, display_matrix
 from .packet_table import PacketTable, table_in_memory, table_of, table_of_arrays
 from .packets import array_check, from_packets
 from .tables import Refused, TableIndex, from_tables
@@ -32,8 +32,6 @@ from .tables import Refused, TableIndex, from_tables
 __all__ = ["index_object"]
 
 log = logging.getLogger(__name__)
-
-_MOV_BRANDS = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 
 
 def index_object(
@@ -51,7 +49,7 @@ def index_object(
     index: VideoIndex | str | None = None
     table = None
     if fetched is None:
-        if blocks[0][4:8] in _MOV_BRANDS:
+        if blocks[0][4:8] in MOV_BOXES:
             index, table = _from_header(remote, key, blocks)
         if not isinstance(index, VideoIndex):
             if index is not None:

@@ -14,12 +14,16 @@ from .._base.facts import VideoIndex
 from .._base.keys import Fetched, SourceKey
 from .._bytes.source import open_bytes
 from .._media.frames import open_video
+from .mkv_tables import EBML_MAGIC
+from .mov_tables import MOV_BOXES
 from .packet_table import PacketTable, table_of_arrays
 from .packets import from_packets
 from .scan import scan
 from .tables import Refused, TableIndex, from_tables
 
 __all__ = ["make_index"]
+
+_HEADER_ONLY_FAMILIES = ("mov", "matroska")
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +41,50 @@ def make_index(
     the stream ``key.stream`` names (None: the best video stream, see ``_media.streams``).
     An index from the tables comes with the stream's packet table; otherwise the table is None.
     """
-    found = _indexed(path, key, on_index, tables=True)
-    if found is None:  # the tables' check read a packet, then they could not tell: demux from the start
+    quick = _from_header_only(path, key) if _worth_a_header_only_open(path) else None
+    if isinstance(quick, tuple):
+        return quick
+    if isinstance(quick, Refused):  # the tables cannot tell: the packets, in a container opened as usual
         found = _indexed(path, key, on_index, tables=False)
+    else:
+        found = _indexed(path, key, on_index, tables=True)
+        if found is None:  # the tables' check read a packet, then they could not tell: demux from the start
+            found = _indexed(path, key, on_index, tables=False)
     if not isinstance(found, str):
         return found
     log.debug("video %s is indexed by decoding: %s", key.name, found)
     return scan(path, on_frame, key.stream), None
+
+
+def _worth_a_header_only_open(path: str | os.PathLike[str] | Fetched) -> bool:
+    """Whether the file starts as an MP4/MOV or a Matroska file does (where H.264 is common)."""
+    with open_bytes(path) as file:
+        head = file.read(8)
+    return head[4:8] in MOV_BOXES or head[:4] == EBML_MAGIC
+
+
+def _from_header_only(
+    path: str | os.PathLike[str] | Fetched, key: SourceKey
+) -> tuple[VideoIndex, PacketTable] | Refused | None:
+    """The index and table from the tables, in a container opened from its header alone (see ``open_container``).
+
+    FFmpeg opens an H.264 stream by decoding several frames, to guess its
+    decoder's delay; the tables and their checks need none of it. Refused when
+    the tables cannot tell; None where such an open may not be the usual one
+    (another codec or family, several video streams: FFmpeg's choice of the best one uses what it decodes).
+    """
+    with open_video(path, key.stream, header_only=True) as (container, stream):
+        family = container.format.name.split(",")[0]
+        if family not in _HEADER_ONLY_FAMILIES or stream.codec_context.name != "h264":
+            return None
+        if len(container.streams.video) > 1:
+            return None
+        with open_bytes(path) as file:
+            made = from_tables(container, stream, file, key.size)
+        if isinstance(made, Refused):
+            log.debug("video %s: its tables cannot tell (%s)", key.name, made.reason)
+            return made
+        return made.index, table_of_arrays(stream, made.pos, made.size, made.pts, made.key, made.display_matrix)
 
 
 def _indexed(

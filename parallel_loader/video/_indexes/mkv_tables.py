@@ -24,9 +24,10 @@ import numpy as np
 
 from .track_packets import TrackPackets, read_at
 
-__all__ = ["track_packets"]
+__all__ = ["EBML_MAGIC", "track_packets"]
 
 _EBML, _SEGMENT = 0x1A45DFA3, 0x18538067
+EBML_MAGIC = _EBML.to_bytes(4, "big")  # the first bytes of a Matroska or WebM file
 _TRACKS, _CUES, _CLUSTER = 0x1654AE6B, 0x1C53BB6B, 0x1F43B675  # the elements of a segment read here
 _TRACK_ENTRY, _TRACK_NUMBER, _TIMESTAMP = 0xAE, 0xD7, 0xE7
 _VIDEO, _PROJECTION = 0xE0, 0x7670

@@ -24,8 +24,10 @@ import numpy as np
 
 from .track_packets import TrackPackets, read_at
 
-__all__ = ["box", "boxes", "display_matrix", "read_moov", "track_matrix", "track_packets"]
+__all__ = ["MOV_BOXES", "box", "boxes", "display_matrix", "read_moov", "track_matrix", "track_packets"]
 
+# The boxes an MP4/MOV file starts with: its first box's type is one of these.
+MOV_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip")
 # Boxes of a track's sample table that add keyframes FFmpeg marks and this reader would not.
 _MORE_KEYFRAMES = (b"stps",)
 _MAX_MOOV = 1 << 30  # a header no real file reaches: refused rather than read
