@@ -267,6 +267,17 @@ class IndexCache:
         key = source_key(path).of_stream(stream)
         self.put(key, self.get(path, stream=stream).distrusted(reason))
 
+    def forget_table(self, path: str | os.PathLike[str] | Fetched, stream: int | None = None) -> None:
+        """Drop a file's packet table from memory: a read of it found the table misleading.
+
+        Later reads in this process go through FFmpeg; the index stays. See ``get_with_table``.
+        """
+        slot = source_key(path).of_stream(stream).slot + _TABLE
+        with self._lock:
+            entry = self._tables.pop(slot, None)
+            if entry is not None:
+                self._table_bytes -= _charge(slot, entry)
+
     def clear(self) -> None:
         """Forget every index held in memory (those on disk stay)."""
         with self._lock:

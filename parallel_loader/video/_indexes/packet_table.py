@@ -94,7 +94,7 @@ class PacketTable:
             size, at = _widened(columns, at, count)
             pts, at = _widened(columns, at, count)
             key = np.unpackbits(np.frombuffer(columns, np.uint8, offset=at), count=count).astype(bool)
-        except (struct.error, zlib.error, ValueError) as exc:
+        except (struct.error, zlib.error, ValueError, IndexError) as exc:
             raise ValueError(f"a packet table cut short or damaged ({exc})") from None
         if length not in (0, 36) or (matrix is not None and len(matrix) != 36):
             raise ValueError(f"a packet table with a display matrix of {length} bytes")

@@ -95,6 +95,7 @@ def read_local(
             if not problem:
                 return clip.frames
             log.info("video %s: %s in a read from its packet table; reading it through FFmpeg", _shown(path), problem)
+            cache.forget_table(path, stream)  # once: later reads go through FFmpeg from the start
             clip = Clip(frames, size, rotate)
         if not clip.offered and index.seekable and clip.last < index.frames:
             try:
