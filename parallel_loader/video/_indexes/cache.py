@@ -268,10 +268,7 @@ class IndexCache:
         self.put(key, self.get(path, stream=stream).distrusted(reason))
 
     def forget_table(self, path: str | os.PathLike[str] | Fetched, stream: int | None = None) -> None:
-        """Drop a file's packet table from memory: a read of it found the table misleading.
-
-        Later reads in this process go through FFmpeg; the index stays. See ``get_with_table``.
-        """
+        """Drop a file's packet table from memory (a read found it misleading): its reads go through FFmpeg."""
         slot = source_key(path).of_stream(stream).slot + _TABLE
         with self._lock:
             entry = self._tables.pop(slot, None)
@@ -396,9 +393,7 @@ def _charge(name: str, entry: bytes) -> int:
     return sys.getsizeof(name) + sys.getsizeof(entry) + _SLOT_BYTES
 
 
-def _held_within(
-    entries: OrderedDict[str, bytes], name: str, entry: bytes, held: int, limit: int, keep: int
-) -> tuple[int, int]:
+def _held_within(entries: OrderedDict[str, bytes], name: str, entry: bytes, held: int, limit: int, keep: int):
     """Put ``entry`` in ``entries`` (charged ``held`` bytes) last; drop the first beyond ``limit``, down to ``keep``.
 
     Returns the bytes now charged and how many entries were dropped.
