@@ -78,6 +78,8 @@ nitpick_ignore = [
     ("py:class", "numpy.random._generator.Generator"),
     # What Augment.plan returns: a decode size and windows, read by the data set's reader alone.
     ("py:class", "parallel_loader.video._samples.augment.Plan"),
+    # What IndexCache.get_with_table returns beside an index: the packets the video readers decode.
+    ("py:class", "parallel_loader.video._indexes.packet_table.PacketTable"),
 ]
 
 # ---------------------------------------------------------------------------

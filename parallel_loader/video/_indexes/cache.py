@@ -60,7 +60,7 @@ ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to
 # (~310 bytes each, see IndexCache), so a Kinetics-700-sized set (650,000 videos) fits with
 # room for longer paths and irregular timestamps.
 DEFAULT_MAX_BYTES = 512 << 20
-# 256 MiB: the packet tables of about 300,000 ten-second files at 30 frames a second (~850 bytes each).
+# 256 MiB: the packet tables of about 290,000 ten-second files at 30 frames a second (~935 bytes each).
 DEFAULT_MAX_TABLE_BYTES = 256 << 20
 _TABLE = "\x00packets"  # ends the slot of a local file's packet table (a NUL is in no path)
 _SLOT_BYTES = 120  # what an entry costs beyond its name and bytes: the table's slot and its LRU link
@@ -111,7 +111,7 @@ class IndexCache:
     table. A later read then decodes its clip without opening the file
     through FFmpeg (see ``get_with_table``). Tables are kept apart, up to
     ``max_table_bytes``: one is a shortcut, and a read without it is as exact.
-    A 10-second file's takes about 850 bytes. A URL's table is part of its
+    A 10-second file's takes about 935 bytes. A URL's table is part of its
     index, since its reads need it.
 
     Args:
@@ -188,7 +188,7 @@ class IndexCache:
 
     def get_with_table(
         self,
-        path: str | os.PathLike[str] | Fetched,
+        path: str | os.PathLike[str],
         on_frame: Callable[[int, av.VideoFrame], None] | None = None,
         on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None = None,
         stream: int | None = None,
@@ -267,7 +267,7 @@ class IndexCache:
         key = source_key(path).of_stream(stream)
         self.put(key, self.get(path, stream=stream).distrusted(reason))
 
-    def forget_table(self, path: str | os.PathLike[str] | Fetched, stream: int | None = None) -> None:
+    def forget_table(self, path: str | os.PathLike[str], stream: int | None = None) -> None:
         """Drop a file's packet table from memory (a read found it misleading): its reads go through FFmpeg."""
         slot = source_key(path).of_stream(stream).slot + _TABLE
         with self._lock:
