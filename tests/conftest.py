@@ -1,5 +1,9 @@
-"""Checks shared by every test: no thread a test started may outlive it; video indexes kept per test."""
+"""Checks shared by every test: no thread a test started may outlive it, nor change the process's scheduling.
 
+Video indexes are kept per test.
+"""
+
+import os
 import sys
 import threading
 
@@ -36,6 +40,20 @@ def no_leaked_threads():
         if t not in before and t.is_alive() and not isinstance(t, threading._DummyThread) and t not in lifelong
     ]
     assert not leaked, f"threads still alive after the test: {[t.name for t in leaked]}"
+
+
+_POLICY = os.sched_getscheduler(0)  # this process's scheduling policy when the tests start
+
+
+@pytest.fixture(autouse=True)
+def scheduling_kept():
+    """Fail a test (or a fixture it uses) that leaves the process's scheduling policy changed.
+
+    SVT-AV1 run as root leaves its caller SCHED_FIFO at priority 99: a test process
+    then starves everything else on the machine (``video_files`` puts it back).
+    """
+    yield
+    assert os.sched_getscheduler(0) == _POLICY, "the test left this process's scheduling policy changed"
 
 
 @pytest.fixture(autouse=True)
