@@ -22,6 +22,7 @@ from parallel_loader.video import IndexCache, frame_count, read_clip
 from parallel_loader.video._base.facts import put_varint
 from parallel_loader.video._base.keys import local_key
 from parallel_loader.video._indexes import mkv_tables
+from parallel_loader.video._indexes import packet_table as packet_table_module
 from parallel_loader.video._indexes.packet_table import PacketTable, kept_table
 from parallel_loader.video._media import clip as clip_module
 from parallel_loader.video._media import frames as frames_module
@@ -270,3 +271,21 @@ def test_a_first_touch_reads_its_clip_from_the_new_table_not_through_the_open_co
 
     monkeypatch.setattr(clip_module.Clip, "read_opened", refuse)
     np.testing.assert_array_equal(read_clip(path, 11, 5, 2, index_cache=IndexCache(None)), expected)
+
+
+def test_decoded_tables_are_kept_within_their_bytes(monkeypatch):
+    """The last tables decoded are kept for the next reads, up to a bound on their arrays' bytes."""
+    monkeypatch.setattr(packet_table_module, "_MAX_RECENT_BYTES", 60_000)
+    monkeypatch.setattr(packet_table_module, "_recent", type(packet_table_module._recent)())
+    monkeypatch.setattr(packet_table_module, "_recent_bytes", [0])
+    count = 1000  # 25,000 bytes of arrays a table: two fit
+    forms = []
+    for k in range(4):
+        pos, size = np.arange(count, dtype=np.int64) * 10 + k, np.full(count, 10, dtype=np.int64)
+        pts, key = np.arange(count, dtype=np.int64), np.arange(count) % 10 == 0
+        forms.append(PacketTable("h264", "", 64, 48, b"", pos, size, pts, key).encode())
+    tables = [kept_table(form) for form in forms]
+    assert packet_table_module._recent_bytes[0] <= 60_000 and len(packet_table_module._recent) == 2
+    assert kept_table(forms[3]) is tables[3] and kept_table(forms[2]) is tables[2]  # kept
+    again = kept_table(forms[0])  # decoded again, the same table
+    assert again is not tables[0] and np.array_equal(again.pos, tables[0].pos)

@@ -2,8 +2,8 @@
 
 The *packet table* (``PacketTable``) lists the packets of the video stream in
 decoding order, with what a decoder needs to start (codec, extradata, size).
-It is kept with the file's ``VideoIndex`` in the index store. So a remote
-clip's packets can be fetched in one ranged read (see ``_read.remote``).
+It is kept with the file's ``VideoIndex`` in the index store. So a clip's
+packets can be read in one read, local or remote (see ``_read.spans``).
 
 It also holds the container's display matrix. Frames decoded from bare packets
 lack it, and a ranged read turns them as a read of the file would. A table kept
@@ -13,11 +13,12 @@ object is indexed again.
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 import struct
+import threading
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import av
@@ -202,12 +203,39 @@ def _decoded(packet: av.Packet) -> list[av.VideoFrame]:
         return []
 
 
-@functools.lru_cache(maxsize=256)  # decoding a 5-minute file's table takes ~30 ms of Python: once per file
 def kept_table(extra: bytes) -> PacketTable | None:
+    """The table ``extra`` holds (``PacketTable.encode``'s form), or None for none, a damaged one or an older one.
+
+    The tables decoded last are kept, up to 32 MiB of arrays (a 5-minute file's takes about 190 KB).
+    Safe to call from several threads at once.
+    """
     if not extra:
         return None
+    with _recent_lock:
+        table = _recent.get(extra)
+        if table is not None:
+            _recent.move_to_end(extra)
+            return table
     try:
-        return PacketTable.decode(extra)
+        table = PacketTable.decode(extra)
     except ValueError as exc:
         log.debug("ignoring a packet table: %s", exc)
         return None
+    with _recent_lock:
+        if extra in _recent:  # another thread decoded it meanwhile
+            return _recent[extra]
+        _recent[extra] = table
+        _recent_bytes[0] += _array_bytes(table)
+        while _recent_bytes[0] > _MAX_RECENT_BYTES and len(_recent) > 1:
+            _recent_bytes[0] -= _array_bytes(_recent.popitem(last=False)[1])
+    return table
+
+
+def _array_bytes(table: PacketTable) -> int:
+    return table.pos.nbytes + table.size.nbytes + table.pts.nbytes + table.key.nbytes
+
+
+_MAX_RECENT_BYTES = 32 << 20
+_recent: OrderedDict[bytes, PacketTable] = OrderedDict()  # encoded form -> the table, least recently used first
+_recent_bytes = [0]  # the arrays' bytes held in ``_recent``
+_recent_lock = threading.Lock()
