@@ -19,7 +19,7 @@ from .mov_tables import MOV_BOXES
 from .packet_table import PacketTable, table_of_arrays
 from .packets import from_packets
 from .scan import scan
-from .tables import Refused, TableIndex, from_tables
+from .tables import Refused, from_tables
 
 __all__ = ["make_index"]
 
@@ -79,12 +79,19 @@ def _from_header_only(
             return None
         if len(container.streams.video) > 1:
             return None
-        with open_bytes(path) as file:
-            made = from_tables(container, stream, file, key.size)
-        if isinstance(made, Refused):
-            log.debug("video %s: its tables cannot tell (%s)", key.name, made.reason)
-            return made
-        return made.index, table_of_arrays(stream, made.pos, made.size, made.pts, made.key, made.display_matrix)
+        return _from_tables(container, stream, path, key)
+
+
+def _from_tables(
+    container: InputContainer, stream: VideoStream, path: str | os.PathLike[str] | Fetched, key: SourceKey
+) -> tuple[VideoIndex, PacketTable] | Refused:
+    """The index and packet table from the container's tables (see ``tables``), or why they cannot tell."""
+    with open_bytes(path) as file:
+        made = from_tables(container, stream, file, key.size)
+    if isinstance(made, Refused):
+        log.debug("video %s: its tables cannot tell (%s)", key.name, made.reason)
+        return made
+    return made.index, table_of_arrays(stream, made.pos, made.size, made.pts, made.key, made.display_matrix)
 
 
 def _indexed(
@@ -95,20 +102,11 @@ def _indexed(
 ) -> tuple[VideoIndex, PacketTable | None] | str | None:
     """The index and table from the tables (with ``tables``) or the packets; why not; or None to try the packets."""
     with open_video(path, key.stream) as (container, stream):
-        made = None
-        if tables:
-            with open_bytes(path) as file:
-                made = from_tables(container, stream, file, key.size)
-        if isinstance(made, Refused):
-            log.debug("video %s: its tables cannot tell (%s)", key.name, made.reason)
-            if made.demuxed:
-                return None
-        table = None
-        if isinstance(made, TableIndex):
-            index: VideoIndex | str = made.index
-            table = table_of_arrays(stream, made.pos, made.size, made.pts, made.key, made.display_matrix)
-        else:
-            index = from_packets(container, stream, key.size)
+        made = _from_tables(container, stream, path, key) if tables else None
+        if isinstance(made, Refused) and made.demuxed:
+            return None
+        index: VideoIndex | str
+        index, table = made if isinstance(made, tuple) else (from_packets(container, stream, key.size), None)
         if isinstance(index, str):
             return index
         if on_index is not None and table is None:  # with a table, a reader reads the clip's bytes instead
