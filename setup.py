@@ -24,6 +24,9 @@ setup(
         "psutil>=5.9",
         # The progress bar of Train.run and the benchmarks.
         "tqdm>=4.66",
+        # Worker processes get the yield function by value, as Ray and loky send theirs: what the
+        # user's script defines travels with its code, and no worker runs the script's imports again.
+        "cloudpickle>=3.0",
     ],
     extras_require={
         # The remote-read tests run against real servers on 127.0.0.1: moto's and rclone's S3 servers,

@@ -27,7 +27,6 @@ import collections
 import faulthandler
 import gc
 import logging
-import multiprocessing
 import os
 import random
 import signal
@@ -40,6 +39,7 @@ from typing import Any
 import psutil
 
 from parallel_loader import DataLoader, LoaderTimeout, WorkerProcessDied, YieldFunction
+from parallel_loader._calls.worker_launch import worker_children
 
 from ._common import DEFAULT_OUT, format_table, machine_info, write_json
 
@@ -139,7 +139,7 @@ def one_run(rng: random.Random) -> dict[str, Any]:
                 problems.append(f"epoch {epoch}: indices lost: {sorted(lost)}")
     loader = None
     gc.collect()
-    alive = [p for p in pids if _alive(p)] + [c.pid for c in multiprocessing.active_children()]
+    alive = [p for p in pids if _alive(p)] + worker_children()
     if alive:
         problems.append(f"worker processes alive after close: {alive}")
     left = _blocks_left()

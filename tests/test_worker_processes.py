@@ -1,6 +1,6 @@
 """DataLoader(processes=P): the threaded loader's guarantees with the calls made in worker processes.
 
-Each test starts its own worker processes (``spawn``: about a quarter of a second);
+Each test starts its own worker processes (a fresh interpreter: about a quarter of a second);
 they are kept to one or two processes of one or two threads.
 """
 
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import gc
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import traceback
 
@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from parallel_loader import DataLoader, LoaderTimeout, Train, WorkerProcessDied, as_tf_dataset
+from parallel_loader._calls.worker_launch import worker_children
 from parallel_loader.tensorflow._tf_data import loader_of
 
 from . import process_data as data
@@ -37,7 +38,7 @@ def nothing_left_behind():
     """After each test: no worker process alive, no shared-memory block of this process."""
     yield
     gc.collect()
-    assert multiprocessing.active_children() == []
+    assert worker_children() == []
     assert shm_left() == []
 
 
@@ -161,16 +162,90 @@ def test_a_failing_thread_init_is_raised_in_the_consumer():
 
 
 def test_what_cannot_cross_is_refused_at_construction():
-    with pytest.raises(TypeError, match=r"cannot be pickled.*module level"):
+    with pytest.raises(TypeError, match=r"cannot be pickled.*Keep open files, locks"):
         DataLoader(data.Unpicklable(), processes=1)
+    lock = threading.Lock()
     with pytest.raises(TypeError, match="cannot be pickled"):
-        DataLoader(data.Arrays(), processes=1, thread_init=lambda n: None)
+        DataLoader(data.Arrays(), processes=1, thread_init=lambda n: lock.locked())
     with pytest.raises(ValueError, match="stream"):
         DataLoader(lambda: 1, processes=1)
     with pytest.raises(ValueError, match="auto"):
         DataLoader(data.Arrays(), num_threads="auto", processes=1)
     with pytest.raises(ValueError, match="processes must be"):
         DataLoader(data.Arrays(), processes=-1)
+
+
+def test_lambdas_and_local_classes_cross_by_value():
+    class Squares(data.YieldFunction):
+        def __len__(self) -> int:
+            return 4
+
+        def __call__(self, index: int) -> dict[str, np.ndarray]:
+            return {"x": np.full(3, index * index), "init": np.array(seen)}
+
+    seen: list[int] = []
+    init = lambda n: seen.append(n)  # noqa: E731
+    with DataLoader(Squares(), num_threads=1, processes=1, ordered=True, thread_init=init) as loader:
+        batches = list(loader)
+    assert [int(b["x"][0]) for b in batches] == [0, 1, 4, 9]
+    assert [b["init"].tolist() for b in batches] == [[0]] * 4  # the worker's own copy of seen, changed there
+    assert seen == []
+
+
+# A training script: TensorFlow imported at its top, the yield function and an error defined in it.
+_SCRIPT = """
+import os, sys
+import psutil
+import tensorflow as tf
+import numpy as np
+from parallel_loader import DataLoader, YieldFunction
+
+
+class Bad(Exception):
+    pass
+
+
+class Facts(YieldFunction):
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    def __len__(self):
+        return 4
+
+    def __call__(self, index):
+        if self.fail:
+            raise Bad("failed")
+        rss = psutil.Process().memory_info().rss
+        return {"tf": np.array("tensorflow" in sys.modules), "rss": np.array(rss), "pid": np.array(os.getpid())}
+
+
+if __name__ == "__main__":
+    with DataLoader(Facts(), num_threads=1, processes=2, ordered=True) as loader:
+        seen = list(loader)
+    try:
+        with DataLoader(Facts(fail=True), num_threads=1, processes=1) as loader:
+            list(loader)
+    except Bad as exc:
+        print("raised", type(exc) is Bad, exc)
+    for b in seen:
+        print(int(b["tf"]), int(b["rss"]), int(b["pid"]), os.getpid())
+"""
+
+
+def test_a_worker_runs_nothing_of_the_script_and_imports_only_what_the_yield_function_names(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(path)], capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert lines[0] == "raised True failed"  # the script's own exception class, as itself
+    rows = [[int(v) for v in line.split()] for line in lines[1:] if line]
+    assert len(rows) == 4
+    for imported, rss, pid, consumer in rows:
+        assert imported == 0 and pid != consumer
+        assert rss < 250 * 2**20  # a worker holds what it runs: no TensorFlow, about 60 MB
 
 
 def test_a_stuck_call_is_killed_with_its_stack_and_raised_as_a_timeout():

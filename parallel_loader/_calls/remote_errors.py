@@ -12,8 +12,9 @@ import pickle
 import threading
 import traceback
 from collections.abc import Callable, Iterable
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
+
+from .worker_launch import dumps_back
 
 __all__ = ["RemoteTraceback", "hook_everywhere", "portable", "rebuilt"]
 
@@ -36,7 +37,7 @@ def portable(exc: BaseException) -> tuple[BaseException, str]:
     """
     text = "".join(traceback.format_exception(exc))
     try:
-        pickle.loads(ForkingPickler.dumps(exc))
+        pickle.loads(dumps_back(exc))
         return exc, text
     except Exception as why:
         stand_in = RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc} (not picklable: {why!r})")

@@ -1,7 +1,7 @@
 """What runs in a worker process of process mode: one thread per lane, and the control pipe.
 
-``worker_main`` is the process's target. It unpickles the yield function and
-``thread_init``, starts one thread per lane, and serves stack and hook requests
+``boot`` is the process's program (``worker_launch``). ``worker_main`` unpickles
+the yield function and ``thread_init``, starts one thread per lane, and serves stack and hook requests
 on the control pipe. Each thread calls ``thread_init``, then answers the tasks
 its lane brings. A batch's arrays go through a shared-memory block the loader
 hands over (``shared_batches``). The process exits when the control pipe closes.
@@ -17,11 +17,11 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from .._core.worker_pool import thread_frames
@@ -29,11 +29,27 @@ from .._data.yield_function import call_of
 from .._faults.results import Task
 from .remote_errors import portable
 from .shared_batches import WorkerMappings, split_arrays, write_arrays
+from .worker_launch import dumps_back
 
-__all__ = ["WorkerSink", "worker_main"]
+__all__ = ["WorkerSink", "boot", "worker_main"]
 
 # The one call of a yield function, chosen once per worker thread (yield_function.call_of).
 Call = Callable[[int, int], Any]
+
+
+def boot() -> None:
+    """The worker's program: take the pipes named on the command line and what ``worker_main`` needs.
+
+    The first message on the control pipe holds the parent's ``sys.path`` and the
+    arguments of ``worker_main`` before the pipes (``worker_launch.WorkerProcess``).
+    """
+    control, *lanes = (Connection(int(fd)) for fd in sys.argv[1:])
+    try:
+        path, args = pickle.loads(control.recv_bytes())
+    except (EOFError, OSError):
+        os._exit(0)  # the consumer closed before handing the work over
+    sys.path[:] = path
+    worker_main(*args, control, lanes)
 
 
 def worker_main(
@@ -84,7 +100,7 @@ def worker_main(
                 control.send("ok")
             except BaseException as exc:
                 exc.add_note(f"raised by {request[1]} in worker process {name} (pid {os.getpid()})")
-                control.send(portable(exc))
+                control.send_bytes(dumps_back(portable(exc)))
 
 
 class WorkerSink:
@@ -158,8 +174,8 @@ def _answer(
 def _send(conn: Connection, message: tuple[Any, ...]) -> None:
     """Send ``message``; one that cannot be pickled goes as an error saying so."""
     try:
-        data = ForkingPickler.dumps(message)
+        data = dumps_back(message)
     except Exception as exc:
         error = TypeError(f"the batch cannot be pickled to cross from the worker process: {exc!r}")
-        data = ForkingPickler.dumps(("error", *portable(error), []))
-    conn.send_bytes(bytes(data))
+        data = dumps_back(("error", *portable(error), []))
+    conn.send_bytes(data)

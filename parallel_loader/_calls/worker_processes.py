@@ -3,8 +3,9 @@
 With ``processes=P`` the loader runs ``P * num_threads`` loader threads. Each is
 bound to a *lane*, a pipe to one thread of one worker process, and waits there
 for its batch. The plan, the order, the budget and the state stay in the loader.
-Workers start with ``spawn``; a stuck worker is killed and replaced, and so is
-one that dies. What runs in a worker is in ``worker_main``. See
+A worker is a fresh interpreter that runs nothing of the user's script
+(``worker_launch``). A stuck worker is killed and replaced, and so is one that
+dies. What runs in a worker is in ``worker_main``. See
 :doc:`/guide/threads_and_processes`.
 """
 
@@ -29,13 +30,12 @@ from .._faults.results import Task
 from .remote_errors import hook_everywhere, rebuilt
 from .shared_batches import BlockPool
 from .thread_calls import Report
-from .worker_main import worker_main
+from .worker_launch import WorkerProcess, dumps
 
 __all__ = ["ProcessCalls"]
 
 log = logging.getLogger(__name__)
 
-START_METHOD = "spawn"
 _STACK_WAIT = 2.0  # seconds to wait for a stuck worker's stack before killing it without
 _EXIT_WAIT = 2.0  # seconds a worker is given to exit on its own at close() before it is killed
 
@@ -80,13 +80,13 @@ class ProcessCalls:
                 "has its own copy of the function, so a stream would be read once per process"
             )
         try:
-            ForkingPickler.dumps((yield_fn, thread_init))
+            dumps((yield_fn, thread_init))
         except Exception as exc:
             raise TypeError(
                 f"processes={processes} sends the yield function and thread_init to each worker process by "
-                f"pickling them, and they cannot be pickled: {exc!r}. Define them at module level (not as "
-                "lambdas or local functions or classes), keep open files, locks and decoders out of their "
-                "state (open those in thread_init, or on first use in each process), or use processes=0"
+                f"pickling them (with cloudpickle), and they cannot be pickled: {exc!r}. Keep open files, locks "
+                "and decoders out of their state (open those in thread_init, or on first use in each process), "
+                "or use processes=0"
             ) from exc
         self.processes = processes
         self.num_threads = num_threads
@@ -94,7 +94,6 @@ class ProcessCalls:
         self._yield_fn = yield_fn
         self._thread_init = thread_init
         self._report = report
-        self._context = multiprocessing.get_context(START_METHOD)
         self._blocks = BlockPool(max(1, max_batches), prefix=f"pl{os.getpid()}_")
         # Guards the workers, the lanes and the flag below; _changed is notified when a lane
         # is freed, a worker is replaced, or closing begins.
@@ -304,25 +303,12 @@ class ProcessCalls:
 
     def _start(self, worker: _Worker) -> None:
         """Start (or replace) ``worker``'s process with a pickle of the yield function now. Lock held."""
-        pipes = [self._context.Pipe() for _ in range(self.num_threads + 1)]
-        payload = ForkingPickler.dumps((self._yield_fn, self._thread_init))
-        process = self._context.Process(
-            target=worker_main,
-            args=(
-                bytes(payload),
-                worker.number,
-                worker.name,
-                self._blocks.capacity,
-                bool(getattr(self._report, "skip", False)),
-                pipes[0][1],
-                [p[1] for p in pipes[1:]],
-            ),
-            name=worker.name,
-            daemon=True,
-        )
-        process.start()
-        for _, child_end in pipes:
-            child_end.close()
+        pipes = [multiprocessing.Pipe() for _ in range(self.num_threads + 1)]
+        payload = dumps((self._yield_fn, self._thread_init))
+        skip = bool(getattr(self._report, "skip", False))
+        boot = (payload, worker.number, worker.name, self._blocks.capacity, skip)
+        process = WorkerProcess(worker.name, boot, pipes[0][1], [p[1] for p in pipes[1:]])
+        process.start(pipes[0][0])
         worker.process = process
         worker.control = pipes[0][0]
         worker.generation += 1
@@ -341,7 +327,7 @@ class _Worker:
     def __init__(self, number: int, name: str) -> None:
         self.number = number
         self.name = name
-        self.process: multiprocessing.process.BaseProcess | None = None
+        self.process: WorkerProcess | None = None
         self.control: Connection | None = None  # stacks and epoch hooks, one request at a time
         self.control_lock = new_lock()
         self.generation = 0  # how many processes were started in this place
