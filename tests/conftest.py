@@ -1,6 +1,6 @@
 """Checks shared by every test: no thread a test started may outlive it, nor change the process's scheduling.
 
-Video indexes are kept per test.
+Video indexes are kept per test. The training default keeps its calls in threads (see below).
 """
 
 import os
@@ -9,7 +9,13 @@ import threading
 
 import pytest
 
+from parallel_loader._loader import placement
 from parallel_loader.video._indexes import cache as video_index
+
+# The training default (as_tf_dataset and Train with neither num_threads nor processes) decodes in worker
+# processes. Tests of Train's and as_tf_dataset's own logic keep it in threads, as a user debugging in place
+# does; tests/test_placement.py tests the default itself with this unset.
+os.environ[placement.ENV] = "0"
 
 
 def _fsspec_resolver_threads() -> set[threading.Thread]:

@@ -183,3 +183,17 @@ class DiesOnce(Trouble):
             except FileExistsError:
                 return index
         return super().__call__(index)
+
+
+class Pairs:
+    """A sample dataset for a one-weight regression: sample ``i`` is ``([i, 1] / length, i / length)``."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: int):
+        x = np.array([index, 1], np.float32) / self.length
+        return x, np.float32(index / self.length)

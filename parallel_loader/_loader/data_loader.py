@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 from .._calls.ray_workers import RayWorkers
 from .._core.checks import check_int, check_timeout
@@ -53,8 +53,9 @@ class DataLoader:
     Args:
         yield_fn: a ``YieldFunction``, a callable with ``__len__`` taking an index, or a
             zero-argument callable (a stream). With ``batch_size``: a sample dataset.
-        num_threads: how many loader threads call ``yield_fn`` at once. ``"auto"``, or a
-            ``ThreadTuner``, changes the count while the loader runs.
+        num_threads: how many loader threads call ``yield_fn`` at once (default 4). ``"auto"``,
+            or a ``ThreadTuner``, changes the count while the loader runs. With processes, the
+            threads of each worker process.
         max_len: the capacity of the batch queue; about ``max_len + num_threads`` batches exist at once.
         shuffle: visit each epoch's indices in a new random order (with ``batch_size``, the samples).
         seed: makes the shuffled orders reproducible; each epoch's order still differs.
@@ -84,7 +85,8 @@ class DataLoader:
         max_threads: with ``num_threads="auto"``: the most threads (default 32).
         telemetry: time each call and the consumer's waits, for ``stats()``; ``"auto"`` needs it.
         processes: make the calls in this many worker processes, each running
-            ``num_threads`` threads; 0 (default) makes them in this process.
+            ``num_threads`` threads; 0 (default) makes them in this process. ``"auto"``
+            sizes both from the host's cores (``num_threads="auto"`` or given).
         workers: make the calls in Ray actors (``parallel_loader.ray.RayWorkers``), not with ``processes``.
 
     Raises:
@@ -97,7 +99,7 @@ class DataLoader:
     def __init__(
         self,
         yield_fn: Callable[..., Any],
-        num_threads: int | str | ThreadTuner = 4,
+        num_threads: int | str | ThreadTuner | None = None,
         max_len: int = 8,
         shuffle: bool = False,
         seed: int | None = None,
@@ -121,7 +123,7 @@ class DataLoader:
         min_threads: int | None = None,
         max_threads: int | None = None,
         telemetry: bool = True,
-        processes: int = 0,
+        processes: int | Literal["auto"] = 0,
         replicas: int = 1,
         workers: RayWorkers | None = None,
     ) -> None:

@@ -28,6 +28,7 @@ from .._data.batching import SampleBatches
 from .._data.keras_source import KerasSource, as_yield_function
 from .._data.yield_function import epoch_length, has_epoch_hooks
 from .autotune import ThreadTuner
+from .placement import THREADS_DEFAULT, auto_placement
 from .sharding import Remainder, check_shard
 
 __all__ = ["LoaderOptions"]
@@ -68,7 +69,7 @@ class LoaderOptions:
     def check(
         cls,
         yield_fn: Callable[..., Any],
-        num_threads: int | str | ThreadTuner,
+        num_threads: int | str | ThreadTuner | None,
         max_len: int,
         shuffle: bool,
         seed: int | None,
@@ -92,7 +93,7 @@ class LoaderOptions:
         min_threads: int | None,
         max_threads: int | None,
         telemetry: bool,
-        processes: int = 0,
+        processes: int | str = 0,
         replicas: int = 1,
         workers: RayWorkers | None = None,
     ) -> LoaderOptions:
@@ -126,6 +127,12 @@ class LoaderOptions:
         elif check_bool("drop_last", drop_last) or collate is not None:
             raise ValueError("drop_last and collate batch samples: pass batch_size too")
         telemetry = check_bool("telemetry", telemetry)
+        if processes == "auto":
+            if workers is not None:
+                raise ValueError('processes="auto" and workers=RayWorkers(...) both say where the calls run')
+            processes, num_threads = auto_placement(None if num_threads in (None, "auto") else num_threads)
+        elif num_threads is None:
+            num_threads = THREADS_DEFAULT
         tuner = _tuner(num_threads, min_threads, max_threads, telemetry)
         if tuner is not None:
             tuner.name = name

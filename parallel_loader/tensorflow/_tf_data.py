@@ -20,6 +20,7 @@ from .._calls.ray_workers import RayWorkers
 from .._core.checks import check_int
 from .._data.yield_function import epoch_length
 from .._loader.data_loader import DataLoader
+from .._loader.placement import training_placement
 from .._loader.sharding import Remainder, check_shard
 from ._device_prefetch import prefetch_dataset
 from ._loader_dataset import LoaderFeed, is_loader_dataset, loader_dataset
@@ -34,7 +35,7 @@ def as_tf_dataset(
     source: DataLoader | Callable[..., Any],
     output_signature: Any = None,
     *,
-    num_threads: int | str = 4,
+    num_threads: int | str | None = None,
     max_len: int = 8,
     shuffle: bool = False,
     seed: int | None = None,
@@ -50,7 +51,7 @@ def as_tf_dataset(
     replicas: int | None = None,
     prefetch_to_device: str | None = None,
     device_buffer: int = 2,
-    processes: int = 0,
+    processes: int | str | None = None,
     workers: RayWorkers | None = None,
 ) -> tf.data.Dataset:
     """Wrap a ``DataLoader`` or a yield function as a ``tf.data.Dataset`` of its batches.
@@ -126,9 +127,13 @@ def as_tf_dataset(
             from batch 0, made once here in the calling thread (see
             ``infer_signature``). A stream needs it given, since a call would
             consume a batch.
-        num_threads, max_len, shuffle, seed, ordered, name: the ``DataLoader``
-            arguments, used when ``source`` is not a ``DataLoader`` already.
-        batch_size, drop_last, collate, processes, workers: the same.
+        num_threads, processes: where the calls run. With neither given, in worker
+            processes sized from the host's cores, or in 4 threads here for a source
+            that cannot cross to a process (a log line says why). ``num_threads``
+            alone: threads in this process. See :doc:`/guide/host_scale`.
+        max_len, shuffle, seed, ordered, name: the ``DataLoader`` arguments, used
+            when ``source`` is not a ``DataLoader`` already.
+        batch_size, drop_last, collate, workers: the same.
         num_shards, shard_index, shard_remainder: the same. A ``DataLoader`` given
             keeps its own sharding, which must be the one asked for here, if any.
         input_context: a ``tf.distribute.InputContext``: shard by its
@@ -178,6 +183,9 @@ def as_tf_dataset(
     else:
         # The dataset's one loader, made now so that bad arguments fail here rather than in
         # TensorFlow's generator thread; its threads start at the first iteration.
+        num_threads, processes = training_placement(
+            source, num_threads, 0 if workers is not None else processes, name=name
+        )
         loader = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
                             drop_last=drop_last, collate=collate, processes=processes, replicas=replicas or 1,
                             workers=workers, **_shard_kwargs(sharding))  # fmt: skip

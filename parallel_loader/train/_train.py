@@ -22,6 +22,7 @@ from .._core.checks import check_bool, check_int, check_threads
 from .._data.keras_source import as_yield_function
 from .._data.yield_function import epoch_length
 from .._loader.data_loader import STOP_TIMEOUT, DataLoader
+from .._loader.placement import training_placement
 from .._loader.sharding import Remainder
 from ..tensorflow._device_prefetch import DevicePrefetcher
 from ._pass_stats import EpochStats, Means, PassStats, epoch_record, epoch_stats
@@ -45,7 +46,9 @@ class Train:
             or with ``batch_size`` a sample dataset.
         val_yield: validation data, run through ``val_task`` after every epoch.
         test_yield: test data, run through ``test_task`` by ``test()``.
-        num_threads: loader threads for the training data (default 4), or ``"auto"``.
+        num_threads: loader threads for the training data, or ``"auto"``. Given without
+            ``processes``, they run in this process. With neither given, each loader
+            decodes in worker processes sized from the cores (see :doc:`/guide/host_scale`).
         max_len: the capacity of each batch queue.
         val_task: called with each validation batch; required with ``val_yield``.
         test_task: called with each test batch; required with ``test_yield``.
@@ -73,7 +76,7 @@ class Train:
             as tensors already copied there. Imports TensorFlow.
         device_buffer: with ``prefetch_to_device``: the most batches copied ahead.
         overlap_epochs: passed to every loader; the next epoch starts during validation.
-        processes: passed to every loader.
+        processes: passed to every loader: an int, or ``"auto"`` (see ``num_threads`` for the default).
         workers: passed to every loader: each makes its own Ray actors (see :doc:`/guide/ray_cluster`).
 
     Raises:
@@ -116,7 +119,7 @@ class Train:
         prefetch_to_device: str | None = None,
         device_buffer: int = 2,
         overlap_epochs: bool = True,
-        processes: int = 0,
+        processes: int | str | None = None,
         workers: RayWorkers | None = None,
     ) -> None:
         if main_task is None:
@@ -130,10 +133,11 @@ class Train:
                 raise TypeError(f"{data}_yield was given without {data}_task: pass the callable to run on its batches")
             if task is not None and data_set is None:
                 raise TypeError(f"{data}_task was given without {data}_yield: pass the data to run it on")
-        self.num_threads = check_threads(*_alias("num_threads", num_threads, "max_nthread", max_nthread, 4))
-        self.eval_num_threads = check_threads(
-            *_alias("eval_num_threads", eval_num_threads, "eval_nthread", eval_nthread, self.num_threads)
-        )
+        # None: not given, so the training default settles where the calls run (placement).
+        given = _alias("num_threads", num_threads, "max_nthread", max_nthread, None)
+        threads = None if given[1] is None else check_threads(*given)
+        given = _alias("eval_num_threads", eval_num_threads, "eval_nthread", eval_nthread, None)
+        eval_threads = threads if given[1] is None else check_threads(*given)
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.keep_outputs = check_bool("keep_outputs", keep_outputs)
         check_int("device_buffer", device_buffer, minimum=1)
@@ -152,13 +156,19 @@ class Train:
             raise ValueError("batches_per_epoch is for a stream; a train_yield with __len__ gives its own epoch length")
         if not indexed:
             train_kwargs["batches_per_epoch"] = batches_per_epoch
-        self._specs: dict[str, tuple[Any, int | str, dict[str, Any]]] = {
-            "train": (train_yield, self.num_threads, {**train_kwargs, **batching})
-        }
-        if val_yield is not None:
-            self._specs["val"] = (val_yield, self.eval_num_threads, batching)
-        if test_yield is not None:
-            self._specs["test"] = (test_yield, self.eval_num_threads, batching)
+        if workers is not None:
+            processes = processes or 0  # the calls run in Ray actors
+        self._specs: dict[str, tuple[Any, int | str, dict[str, Any]]] = {}
+        for name, data_set, nthread, kwargs in (
+            ("train", train_yield, threads, {**train_kwargs, **batching}),
+            ("val", val_yield, eval_threads, batching),
+            ("test", test_yield, eval_threads, batching),
+        ):
+            if data_set is not None:
+                nthread, place = training_placement(data_set, nthread, processes, name=f"{name}-loader")
+                self._specs[name] = (data_set, nthread, {**kwargs, "processes": place})
+        self.num_threads = self._specs["train"][1]
+        self.eval_num_threads = next((spec[1] for name, spec in self._specs.items() if name != "train"), eval_threads)
         self._loader_options = dict(
             on_error=on_error,
             max_errors=max_errors,
@@ -166,7 +176,6 @@ class Train:
             call_timeout=call_timeout,
             thread_init=thread_init,
             overlap_epochs=overlap_epochs,
-            processes=processes,
             workers=workers,
         )
         self.history: list[EpochStats] = []

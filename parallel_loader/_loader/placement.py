@@ -1,0 +1,111 @@
+"""Where the calls run and how many at once: ``processes="auto"`` and the training default.
+
+Words used here:
+
+- *decode cores*: the host's usable cores less those left to the trainer, one per
+  16 cores. A trainer's own Python (Keras, TensorFlow's dispatch) needs them.
+- *GIL ceiling*: the most threads one process can keep busy. A reader thread holds
+  the GIL for about a fifth of its time (``GIL_SHARE``, measured by
+  ``benchmarks/host_scale.py``). So five threads fill one process's GIL.
+
+``auto_placement`` sizes ``processes="auto"``: enough processes to fill the decode
+cores, none run past the ceiling. ``training_placement`` is the default of
+``as_tf_dataset`` and ``Train``. With neither ``num_threads`` nor ``processes``
+given, they decode in worker processes, so the trainer's Python never takes the
+GIL from a decode thread. A yield function that cannot cross to a process falls
+back to threads, with one log line. A plain ``DataLoader`` keeps threads. See
+:doc:`/guide/host_scale`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any
+
+from .._calls.worker_launch import dumps
+
+__all__ = ["ENV", "GIL_SHARE", "THREADS_DEFAULT", "auto_placement", "training_placement", "usable_cores"]
+
+log = logging.getLogger(__name__)
+
+GIL_SHARE = 0.2  # the share of its busy time a video reader thread holds the GIL (17-20% measured)
+THREADS_DEFAULT = 4  # loader threads in this process when the calls stay here
+# "0" keeps the training default's calls in the trainer's process (to debug a yield function in
+# place); an int asks for that many processes; unset or "auto" sizes them from the cores.
+ENV = "PARALLEL_LOADER_PROCESSES"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def auto_placement(num_threads: int | None = None, cores: int | None = None) -> tuple[int, int]:
+    """``(processes, num_threads)`` for ``processes="auto"``.
+
+    Args:
+        num_threads: threads in each process, if given; else sized here, at most the GIL ceiling.
+        cores: the host's usable cores (default: ``usable_cores()``).
+
+    Returns:
+        The processes and the threads of each: together about one thread per decode core.
+    """
+    cores = usable_cores() if cores is None else max(1, cores)
+    decode = max(1, cores - cores // 16)
+    ceiling = max(1, math.floor(1 / GIL_SHARE))
+    if num_threads is not None:
+        return max(1, math.ceil(decode / num_threads)), num_threads
+    processes = math.ceil(decode / ceiling)
+    return processes, math.ceil(decode / processes)
+
+
+def training_placement(
+    yield_fn: Any, num_threads: int | str | None, processes: int | str | None, *, name: str
+) -> tuple[int | str, int | str]:
+    """``(num_threads, processes)`` for a training loader, as ``as_tf_dataset`` and ``Train`` settle them.
+
+    Explicit values keep their meaning: ``num_threads`` alone means threads in this
+    process, as before. With neither given, the calls run in worker processes sized
+    by ``auto_placement``, unless ``yield_fn`` cannot cross to one.
+
+    Args:
+        yield_fn: the loader's yield function or sample dataset.
+        num_threads: as given (None: not given).
+        processes: as given (None: not given).
+        name: the loader's name, for the log line.
+
+    Raises:
+        ValueError: the ``PARALLEL_LOADER_PROCESSES`` environment variable is not ``"auto"`` or an int.
+    """
+    if processes is not None:
+        if num_threads is None:
+            num_threads = "auto" if processes == "auto" else THREADS_DEFAULT
+        return num_threads, processes
+    if num_threads is not None:
+        return num_threads, 0
+    asked = os.environ.get(ENV, "auto").strip()
+    if asked != "auto" and not asked.isdigit():
+        raise ValueError(f'{ENV} must be "auto" or a number of worker processes (0: none), got {asked!r}')
+    if asked == "0":
+        return THREADS_DEFAULT, 0
+    why = _cannot_cross(yield_fn)
+    if why is not None:
+        log.info("%s: decoding in loader threads of this process, not worker processes: %s", name, why)
+        return THREADS_DEFAULT, 0
+    return "auto", "auto" if asked == "auto" else int(asked)
+
+
+def _cannot_cross(yield_fn: Any) -> str | None:
+    """Why ``yield_fn`` cannot be called in worker processes, or None if it can."""
+    if not hasattr(yield_fn, "__len__"):  # a sample dataset has no __call__: epoch_length would refuse it
+        return "it is a stream (no __len__), which each process would read again"
+    try:
+        dumps(yield_fn)
+    except Exception as exc:
+        return f"it cannot be pickled ({exc!r})"
+    return None
