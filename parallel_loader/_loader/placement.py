@@ -25,8 +25,9 @@ import os
 from typing import Any
 
 from .._calls.worker_launch import dumps
+from .autotune import available_cores
 
-__all__ = ["ENV", "GIL_SHARE", "THREADS_DEFAULT", "auto_placement", "training_placement", "usable_cores"]
+__all__ = ["ENV", "GIL_SHARE", "THREADS_DEFAULT", "auto_placement", "training_placement"]
 
 log = logging.getLogger(__name__)
 
@@ -37,25 +38,17 @@ THREADS_DEFAULT = 4  # loader threads in this process when the calls stay here
 ENV = "PARALLEL_LOADER_PROCESSES"
 
 
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def auto_placement(num_threads: int | None = None, cores: int | None = None) -> tuple[int, int]:
     """``(processes, num_threads)`` for ``processes="auto"``.
 
     Args:
         num_threads: threads in each process, if given; else sized here, at most the GIL ceiling.
-        cores: the host's usable cores (default: ``usable_cores()``).
+        cores: the host's usable cores (default: ``autotune.available_cores()``).
 
     Returns:
         The processes and the threads of each: together about one thread per decode core.
     """
-    cores = usable_cores() if cores is None else max(1, cores)
+    cores = available_cores() if cores is None else max(1, cores)
     decode = max(1, cores - cores // 16)
     ceiling = max(1, math.floor(1 / GIL_SHARE))
     if num_threads is not None:
