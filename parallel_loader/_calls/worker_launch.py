@@ -92,7 +92,10 @@ class WorkerProcess:
         """
         fds = [end.fileno() for end in self._ends]
         self._popen = subprocess.Popen(
-            [sys.executable, "-c", _BOOT, *map(str, fds)], pass_fds=fds, stdin=subprocess.DEVNULL
+            # The interpreter's flags (-O, -X dev, -W) as multiprocessing passes them to its children.
+            [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", _BOOT, *map(str, fds)],
+            pass_fds=fds,
+            stdin=subprocess.DEVNULL,
         )
         for end in self._ends:
             end.close()  # the worker holds them now: its death is a broken pipe here
