@@ -18,6 +18,7 @@ from .._samples.exclude import Exclude
 from .._samples.parsing import root_path
 from .._samples.sampling import Sampling
 from .dataset import VideoDataset
+from .draws import Weights
 from .outputs import BatchTransform, Labels, Transform
 
 __all__ = ["VideoFolder"]
@@ -66,6 +67,8 @@ class VideoFolder(VideoDataset):
         return_index: add each clip's index in ``samples`` to the batch.
         stream: the stream read from each video, see ``VideoDataset``.
         fps: sample each clip at this many frames a second, see ``VideoDataset``.
+        weights: how often training draws each video (``"balanced"``, or one number per video), see ``VideoDataset``.
+        samples_per_epoch: the videos an epoch draws in training; default: as many as there are.
 
     Raises:
         TypeError: ``root`` is not a path, or an argument has the wrong type.
@@ -113,6 +116,8 @@ class VideoFolder(VideoDataset):
         return_index: bool = False,
         stream: int | None = None,
         fps: float | None = None,
+        weights: Weights = None,
+        samples_per_epoch: int | None = None,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -143,6 +148,8 @@ class VideoFolder(VideoDataset):
             return_index=return_index,
             stream=stream,
             fps=fps,
+            weights=weights,
+            samples_per_epoch=samples_per_epoch,
         )
 
     def _describe(self) -> str:
