@@ -10,6 +10,7 @@ import pytest
 
 from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, VideoFolder
+from parallel_loader.video._datasets.draws import EpochDraws
 from tests.video_files import video_id, write_video
 
 FRAMES = 4
@@ -56,8 +57,10 @@ def test_balanced_draws_give_each_class_about_half_of_an_epoch(nine_to_one):
 
 def test_weights_are_proportions_and_a_zero_weight_is_never_drawn(files):
     rows = [(files[0], 0), (files[1], 1), (files[2], 2)]
-    data = dataset(rows, weights=[3.0, 0.0, 1.0], samples_per_epoch=400, batch_size=100)
-    counts = np.bincount(np.concatenate([data(i)[1] for i in range(len(data))]), minlength=3)
+    data = dataset(rows, weights=np.array([3, 0, 1]), samples_per_epoch=400, batch_size=100)
+    drawn = np.concatenate([data(i)[1] for i in range(len(data))])
+    counts = np.bincount(drawn, minlength=3)
+    assert np.any(np.diff(drawn) < 0) and np.any(np.diff(drawn) > 0)  # in no sorted order
     assert counts[1] == 0
     assert 0.65 <= counts[0] / 400 <= 0.85  # 3 of 4: 0.75, and 400 draws are within 0.1 of it here
     data.set_epoch(1)
@@ -127,6 +130,7 @@ def test_samples_per_epoch_without_weights_takes_every_sample_once_a_round(files
         ({"weights": "uniform"}, TypeError, "weights must be None, 'balanced' or one number per sample"),
         ({"weights": ["a", "b", "c"]}, TypeError, "weights must be numbers"),
         ({"weights": 3}, TypeError, "weights must be None"),
+        ({"weights": {0: 1.0, 1: 1.0, 2: 1.0}}, TypeError, "weights must be None"),
         ({"samples_per_epoch": 0}, ValueError, "samples_per_epoch must be at least 1"),
         ({"samples_per_epoch": 2.5}, TypeError, "samples_per_epoch must be an int"),
         ({"weights": "balanced", "train": False}, ValueError, "weights and samples_per_epoch are for training"),
@@ -145,3 +149,10 @@ def test_video_folder_takes_balanced_weights(tmp_path):
     assert data.classes == ["few", "many"] and len(data) == 2
     labels = np.concatenate([data(i)[1] for i in range(2)])
     assert 0.4 <= np.mean(labels == 0) <= 0.6
+
+
+def test_balanced_draws_weigh_by_the_first_label_of_several():
+    labels = np.array([[0, 5], [0, 6], [0, 5], [1, 5]])  # heads (verb, noun): verbs 3:1, nouns 3:1 the other way
+    draws = EpochDraws.of("balanced", 4000, labels, np.arange(4))
+    drawn = labels[draws.order(seed=0, epoch=0), 0]
+    assert 0.45 <= np.mean(drawn == 1) <= 0.55  # verb 1's one sample is drawn as often as verb 0's three

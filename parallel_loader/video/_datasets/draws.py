@@ -11,7 +11,7 @@ nothing of batches or files. See :doc:`/video/datasets`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
 import numpy as np
@@ -47,7 +47,7 @@ def check_weights(
         )
     if weights is None or (isinstance(weights, str) and weights == "balanced"):
         return weights, samples_per_epoch
-    if isinstance(weights, str | bytes) or not isinstance(weights, Sequence | np.ndarray):
+    if isinstance(weights, str | bytes | Mapping) or np.ndim(weights) == 0:
         raise TypeError(f"weights must be None, 'balanced' or one number per sample, got {weights!r:.80}")
     try:
         array = np.asarray(weights, dtype=np.float64)
@@ -95,13 +95,14 @@ class EpochDraws:
         Args:
             weights: ``None``, ``"balanced"`` or one weight per listed sample.
             per_epoch: positions per epoch, or ``None``.
-            labels: the labels of the samples left.
+            labels: the labels of the samples left; with several a sample, one column each, the first weighing.
             kept: the listed samples left, as indices into the list ``weights`` is given for.
 
         Raises:
             ValueError: every sample of non-zero weight was left out.
         """
-        if isinstance(weights, str):  # "balanced": each class weighs the same in all
+        if isinstance(weights, str):  # "balanced": each class (of the first head) weighs the same in all
+            labels = labels if labels.ndim == 1 else labels[:, 0]
             counts = np.bincount(labels)
             return cls(len(labels), 1.0 / counts[labels], per_epoch)
         if weights is not None:
@@ -121,7 +122,11 @@ class EpochDraws:
             rounds = math.ceil(self.length / self.count)
             return np.concatenate([rng.permutation(self.count) for _ in range(rounds)])[: self.length]
         rng = np.random.default_rng([seed, DRAW_KEY, epoch])
-        total = self._cumulative[-1]
-        chosen = np.searchsorted(self._cumulative, rng.random(self.length) * total, side="right")
-        # A product rounded up to the total would pass the end, or land on a trailing sample of weight 0.
-        return np.minimum(chosen, self._last)
+        # Sorted uniform numbers, as running sums of exponential spacings: the search then runs through the
+        # cumulative weights in order, several times faster at a million than with unsorted numbers, whose
+        # every search misses the cache. Shuffled after the search, the draws are independent again.
+        sums = np.cumsum(rng.standard_exponential(self.length + 1))
+        targets = sums[:-1] * (self._cumulative[-1] / sums[-1])
+        chosen = np.searchsorted(self._cumulative, targets, side="right")
+        # A target rounded up to the total would pass the end, or land on a trailing sample of weight 0.
+        return rng.permutation(np.minimum(chosen, self._last))
