@@ -149,6 +149,9 @@ def test_video_folder_takes_balanced_weights(tmp_path):
     assert data.classes == ["few", "many"] and len(data) == 2
     labels = np.concatenate([data(i)[1] for i in range(2)])
     assert 0.4 <= np.mean(labels == 0) <= 0.6
+    # One weight per video found, in sorted order, the excluded one included: few/v0, many/v1, many/v2, many/v3.
+    only = VideoFolder(tmp_path, 10, 1, size=(8, 8), weights=[0, 1, 0, 1], exclude=[tmp_path / "many" / "v3.avi"])
+    assert len(only.samples) == 3 and set(only(0)[1].tolist()) == {1}
 
 
 def test_balanced_draws_weigh_by_the_first_label_of_several():

@@ -67,7 +67,8 @@ class VideoFolder(VideoDataset):
         return_index: add each clip's index in ``samples`` to the batch.
         stream: the stream read from each video, see ``VideoDataset``.
         fps: sample each clip at this many frames a second, see ``VideoDataset``.
-        weights: how often training draws each video (``"balanced"``, or one number per video), see ``VideoDataset``.
+        weights: how often training draws each video: ``"balanced"``, or one number
+            per video found, in sorted order (excluded ones included); see ``VideoDataset``.
         samples_per_epoch: the videos an epoch draws in training; default: as many as there are.
 
     Raises:
@@ -121,7 +122,7 @@ class VideoFolder(VideoDataset):
     ) -> None:
         self.root = root_path(root)
         super().__init__(
-            folder_samples(self.root, classes, extensions, exclude=exclude),
+            folder_samples(self.root, classes, extensions),
             batch_size,
             clip_len,
             stride,
@@ -136,6 +137,7 @@ class VideoFolder(VideoDataset):
             sampling=sampling,
             num_clips=num_clips,
             num_crops=num_crops,
+            exclude=exclude,
             quarantine=quarantine,
             index_cache=index_cache,
             find_missing=find_missing,
