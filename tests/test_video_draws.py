@@ -127,6 +127,8 @@ def test_samples_per_epoch_without_weights_takes_every_sample_once_a_round(files
         ({"weights": [1, 1]}, ValueError, r"one number per sample: 3 samples, got shape \(2,\)"),
         ({"weights": [[1, 1, 1]]}, ValueError, "one number per sample"),
         ({"weights": [0, 0, 0]}, ValueError, "weights are all zero"),
+        ({"weights": [1e308, 1e308, 1e308]}, ValueError, "weights sum to more than a float holds"),
+        ({"weights": [[1], [1, 2], [1]]}, TypeError, "weights must be numbers"),
         ({"weights": "uniform"}, TypeError, "weights must be None, 'balanced' or one number per sample"),
         ({"weights": ["a", "b", "c"]}, TypeError, "weights must be numbers"),
         ({"weights": 3}, TypeError, "weights must be None"),

@@ -21,7 +21,7 @@ from .seeds import DRAW_KEY, epoch_order
 
 __all__ = ["EpochDraws", "Weights", "check_weights"]
 
-# None (each sample once a epoch), "balanced" (1 / the sample's class count), or one weight per sample.
+# None (each sample once an epoch), "balanced" (1 / the sample's class count), or one weight per sample.
 Weights = Sequence[float] | np.ndarray | Literal["balanced"] | None
 
 
@@ -47,12 +47,14 @@ def check_weights(
         )
     if weights is None or (isinstance(weights, str) and weights == "balanced"):
         return weights, samples_per_epoch
-    if isinstance(weights, str | bytes | Mapping) or np.ndim(weights) == 0:
+    if isinstance(weights, str | bytes | Mapping):
         raise TypeError(f"weights must be None, 'balanced' or one number per sample, got {weights!r:.80}")
     try:
         array = np.asarray(weights, dtype=np.float64)
     except (TypeError, ValueError):
         raise TypeError(f"weights must be numbers, one per sample, got {weights!r:.80}") from None
+    if array.ndim == 0:
+        raise TypeError(f"weights must be None, 'balanced' or one number per sample, got {weights!r:.80}")
     if array.ndim != 1 or len(array) != count:
         raise ValueError(f"weights must be one number per sample: {count} samples, got shape {array.shape}")
     bad = np.flatnonzero(~np.isfinite(array) | (array < 0))
@@ -62,6 +64,10 @@ def check_weights(
         )
     if not array.any():
         raise ValueError(f"weights are all zero: no sample of the {count} can be drawn")
+    with np.errstate(over="ignore"):  # an overflow is the error raised here
+        total = array.sum()
+    if not np.isfinite(total):
+        raise ValueError("weights sum to more than a float holds: divide them by their largest")
     return array, samples_per_epoch
 
 
