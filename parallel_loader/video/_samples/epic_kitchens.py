@@ -10,6 +10,7 @@ noun). No video is opened. See :doc:`/video/datasets`.
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import os
 import re
@@ -65,6 +66,7 @@ def epic_kitchens_samples(
         exclude: files to leave out (see ``excluding``).
 
     Raises:
+        TypeError: ``labels`` is not a column name or a sequence of them.
         FileNotFoundError: there is no ``csv_file``.
         AnnotationError: a column is missing; or a row's time or class number
             is malformed, or its segment is empty. The error names the file and the line.
@@ -92,11 +94,7 @@ def epic_kitchens_samples(
         label = sum(n * r for n, r in zip(numbers, radix, strict=True))
         samples.append(VideoSample(str(root / found), label, start, end, f"{csv_file}, line {line}"))
     report_missing(str(csv_file), missing, len(rows), len(samples), root)
-    if len(names) == 1:
-        return excluding(SampleList(names[0], samples), exclude)
-    combined = [""]
-    for head in names:
-        combined = [f"{before},{name}" if before else name for before in combined for name in head]
+    combined = names[0] if len(names) == 1 else [",".join(pair) for pair in itertools.product(*names)]
     return excluding(SampleList(combined, samples), exclude)
 
 
@@ -136,7 +134,7 @@ def _seconds(origin: str, row: dict[str, str], column: str) -> float:
 
 def _class_number(origin: str, row: dict[str, str], column: str) -> int:
     value = row[column].strip()
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         raise AnnotationError(origin, f"{column} must be a class number from 0, got {row[column]!r}")
     return int(value)
 
