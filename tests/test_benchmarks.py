@@ -18,6 +18,7 @@ import pytest
 from benchmarks import (
     compare,
     epoch_boundary,
+    epoch_draws,
     feed_vs_queue,
     queue_overhead,
     startup,
@@ -245,6 +246,16 @@ def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert all(_finite(float(run["medians"][key])) for key in ("construct_s", "pickle_mb", "first_batch_s"))
     assert " 500 |" in capsys.readouterr().out
     assert json.loads((tmp_path / "startup.json").read_text())["results"]["500"]["opened"][0] == 0
+
+
+def test_epoch_draws(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = epoch_draws.main(["--rows", "2000", "--rounds", "1", "--out", str(tmp_path)])
+    runs = results["2000"]
+    assert set(runs) == set(epoch_draws.MODES) and runs["2x epoch"]["positions"] == 4000
+    assert runs["balanced"]["rarest_share"] > runs["shuffle"]["rarest_share"]  # 1 row of 2,000 against 1 class of 400
+    assert all(_finite(run["draw_ms"]) and _finite(run["pickle_mb"]) for run in runs.values())
+    assert "| 2,000 | balanced |" in capsys.readouterr().out
+    assert set(json.loads((tmp_path / "epoch_draws.json").read_text())["results"]["2000"]) == set(epoch_draws.MODES)
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

@@ -94,6 +94,7 @@ SURFACE = {
         "VideoInfo",
         "VideoSample",
         "default_index_cache",
+        "epic_kitchens_samples",
         "excluded_paths",
         "excluding",
         "folder_samples",
@@ -105,6 +106,7 @@ SURFACE = {
         "read_frames_at",
         "sample_list",
         "set_default_index_cache",
+        "ssv2_samples",
         "ucf101_samples",
     },
     "parallel_loader.video.remote": {

@@ -37,10 +37,12 @@ from ._samples.annotations import (
     ucf101_samples,
 )
 from ._samples.augment import Augment
+from ._samples.epic_kitchens import epic_kitchens_samples
 from ._samples.exclude import excluded_paths, excluding
 from ._samples.parsing import AnnotationError
 from ._samples.sample_list import SampleList, VideoSample
 from ._samples.sampling import SAMPLINGS
+from ._samples.ssv2 import ssv2_samples
 
 __all__ = [
     "KINETICS_PATTERN",
@@ -59,6 +61,7 @@ __all__ = [
     "VideoInfo",
     "VideoSample",
     "default_index_cache",
+    "epic_kitchens_samples",
     "excluded_paths",
     "excluding",
     "folder_samples",
@@ -70,5 +73,6 @@ __all__ = [
     "read_frames_at",
     "sample_list",
     "set_default_index_cache",
+    "ssv2_samples",
     "ucf101_samples",
 ]

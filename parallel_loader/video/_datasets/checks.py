@@ -20,7 +20,7 @@ from .._base.file_pass import each_file
 from .._indexes.cache import IndexCache, default_index_cache
 from .._read.clips import _check_clip_args
 from .._samples.annotations import sample_list
-from .._samples.exclude import Exclude, excluding
+from .._samples.exclude import Exclude, kept_mask
 from .._samples.sample_list import SampleList, missing_files
 from .._samples.sampling import CROP_COUNTS, SAMPLINGS, Sampling
 from .reader import SampleReader, Video, listed
@@ -132,18 +132,24 @@ def check_arguments(
 
 def sample_list_of(
     samples: SampleList | Sequence[Sequence[object]], classes: Sequence[str] | None, exclude: Exclude
-) -> SampleList:
+) -> tuple[SampleList, np.ndarray]:
     """Return the samples a ``VideoDataset`` is given as a ``SampleList``, without the excluded files.
+
+    Returns:
+        The sample list, and the indices of its samples in ``samples``.
 
     Raises:
         ValueError: ``classes`` is given with a ``SampleList``, or every sample is excluded.
         AnnotationError: a row is malformed or names an unknown class.
     """
     if not isinstance(samples, SampleList):
-        return sample_list(samples, classes, exclude=exclude)
-    if classes is not None:
+        samples = sample_list(samples, classes)
+    elif classes is not None:
         raise ValueError("a SampleList has its classes: pass classes to the reader that made it")
-    return excluding(samples, exclude)
+    mask = kept_mask(samples, exclude)
+    if mask is None:
+        return samples, np.arange(len(samples))
+    return samples.keep(mask), np.flatnonzero(mask)
 
 
 def usable(
@@ -153,12 +159,15 @@ def usable(
     *,
     find_missing: bool,
     index_cache: IndexCache | None,
-) -> SampleList:
+) -> tuple[SampleList, np.ndarray]:
     """Return the samples to draw from, leaving out or raising for the bad ones found now.
 
     Missing files are found with ``find_missing``. With ``exact_counts``, every
     file is indexed now, and samples that cannot give a clip are found too.
     Each bad sample goes to ``bad.reject``: skipped, or raised for.
+
+    Returns:
+        The samples left, and their indices in ``samples``.
 
     Raises:
         FileNotFoundError: with ``on_error="raise"``, listed files are missing (the message names them).
@@ -184,7 +193,7 @@ def usable(
         _count_exactly(samples, keep, reader, bad, cache)
     if not keep.any():
         raise ValueError(f"no usable video: all {len(samples)} samples were skipped, see .skipped")
-    return samples if keep.all() else samples.keep(keep)
+    return (samples, np.arange(len(samples))) if keep.all() else (samples.keep(keep), np.flatnonzero(keep))
 
 
 def _count_exactly(

@@ -24,10 +24,10 @@ from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
 from .checks import check_arguments, sample_list_of, usable
+from .draws import EpochDraws, Weights, check_weights
 from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
-from .seeds import epoch_order
 from .timing import check_timing
 
 __all__ = ["VideoDataset"]
@@ -86,10 +86,16 @@ class VideoDataset(YieldFunction):
         fps: sample each clip at this many frames a second, by the files'
             timestamps, instead of ``stride`` frames apart. Clips then last
             ``clip_len / fps`` seconds whatever each file's frame rate.
+        weights: how often training draws each sample: ``None`` takes each once
+            an epoch. ``"balanced"`` weighs a sample by 1 / its class's count;
+            or give one number per sample. Draws are with replacement.
+        samples_per_epoch: the samples an epoch draws in training; default: as many as listed.
 
     Raises:
         TypeError: an argument has the wrong type.
         ValueError: an argument is out of range, or no sample is left (all missing or excluded).
+            Or ``weights`` are not one finite number of at least 0 per sample, or
+            all are 0. Or only samples left out weigh more than 0.
         AnnotationError: a row is malformed or names an unknown class.
         FileNotFoundError: with ``on_error="raise"``, listed files are missing; or
             ``exclude`` names a file that does not exist.
@@ -131,6 +137,8 @@ class VideoDataset(YieldFunction):
         return_index: bool = False,
         stream: int | None = None,
         fps: float | None = None,
+        weights: Weights = None,
+        samples_per_epoch: int | None = None,
     ) -> None:
         self.stream, self.fps = check_timing(stream, fps, sampling, stride)
         args = check_arguments(
@@ -151,8 +159,9 @@ class VideoDataset(YieldFunction):
             index_cache=index_cache,
             find_missing=find_missing,
         )
+        weights, samples_per_epoch = check_weights(weights, samples_per_epoch, len(samples), args.train)
         augment = augment_of(augment, scale, args.size)
-        samples = sample_list_of(samples, classes, exclude)
+        samples, listed = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
         self.clip_len = args.clip_len
         self.stride = args.stride
@@ -201,7 +210,10 @@ class VideoDataset(YieldFunction):
         self.quarantine = Quarantine() if quarantine is None else quarantine
         self.skipped: dict[str, str] = self.quarantine.reasons  # the bad samples: key -> reason
         self._bad = BadSamples(self.quarantine, self.on_error)
-        self._list = usable(samples, self._reader, self._bad, find_missing=args.find_missing, index_cache=index_cache)
+        self._list, left = usable(
+            samples, self._reader, self._bad, find_missing=args.find_missing, index_cache=index_cache
+        )
+        self._draws = EpochDraws.of(weights, samples_per_epoch, self._list.labels, listed[left])
         self._start(0)
 
     def _start(self, epoch: int) -> None:
@@ -248,8 +260,8 @@ class VideoDataset(YieldFunction):
     # The YieldFunction interface.
 
     def __len__(self) -> int:
-        """Return the batches per epoch: every sample once, in ``ceil(samples / batch_size)`` batches."""
-        return math.ceil(len(self._list) / self.batch_size)
+        """Return the batches per epoch: ``ceil(samples / batch_size)``, or ``ceil(samples_per_epoch / batch_size)``."""
+        return math.ceil(self._draws.length / self.batch_size)
 
     def __call__(self, index: int) -> tuple[np.ndarray, ...]:
         """Make batch ``index`` of the current epoch (see ``set_epoch``). Safe to call from several threads at once."""
@@ -355,7 +367,7 @@ class VideoDataset(YieldFunction):
         return [(p, p) for p in positions if p < len(self._list)]
 
     def _order(self, epoch: int) -> np.ndarray | None:
-        """Return the samples in epoch ``epoch``'s order for training; ``None`` (listed order) for evaluation."""
+        """Return the sample at each position of training epoch ``epoch``; ``None`` (listed order) for evaluation."""
         if not self.train:
             return None
-        return epoch_order(self.seed, epoch, len(self._list))
+        return self._draws.order(self.seed, epoch)

@@ -18,6 +18,7 @@ from .._samples.exclude import Exclude
 from .._samples.parsing import root_path
 from .._samples.sampling import Sampling
 from .dataset import VideoDataset
+from .draws import Weights
 from .outputs import BatchTransform, Labels, Transform
 
 __all__ = ["VideoFolder"]
@@ -66,6 +67,9 @@ class VideoFolder(VideoDataset):
         return_index: add each clip's index in ``samples`` to the batch.
         stream: the stream read from each video, see ``VideoDataset``.
         fps: sample each clip at this many frames a second, see ``VideoDataset``.
+        weights: how often training draws each video: ``"balanced"``, or one number
+            per video found, in sorted order (excluded ones included); see ``VideoDataset``.
+        samples_per_epoch: the videos an epoch draws in training; default: as many as there are.
 
     Raises:
         TypeError: ``root`` is not a path, or an argument has the wrong type.
@@ -113,10 +117,12 @@ class VideoFolder(VideoDataset):
         return_index: bool = False,
         stream: int | None = None,
         fps: float | None = None,
+        weights: Weights = None,
+        samples_per_epoch: int | None = None,
     ) -> None:
         self.root = root_path(root)
         super().__init__(
-            folder_samples(self.root, classes, extensions, exclude=exclude),
+            folder_samples(self.root, classes, extensions),
             batch_size,
             clip_len,
             stride,
@@ -131,6 +137,7 @@ class VideoFolder(VideoDataset):
             sampling=sampling,
             num_clips=num_clips,
             num_crops=num_crops,
+            exclude=exclude,
             quarantine=quarantine,
             index_cache=index_cache,
             find_missing=find_missing,
@@ -143,6 +150,8 @@ class VideoFolder(VideoDataset):
             return_index=return_index,
             stream=stream,
             fps=fps,
+            weights=weights,
+            samples_per_epoch=samples_per_epoch,
         )
 
     def _describe(self) -> str:

@@ -1,4 +1,4 @@
-"""The random streams of a ``VideoDataset``: each epoch's sample order and each clip's choices.
+"""The random streams of a ``VideoDataset``: each epoch's sample order or draw, and each clip's choices.
 
 Each stream has its own key, so the streams are independent of each other and
 of the ``DataLoader``'s shuffle. No generator is shared between threads, so a
@@ -12,6 +12,7 @@ import numpy as np
 __all__ = [
     "BATCH_KEY",
     "CLIP_KEY",
+    "DRAW_KEY",
     "ORDER_KEY",
     "TRANSFORM_KEY",
     "batch_rng",
@@ -25,6 +26,7 @@ __all__ = [
 # has a fixed length and its own tag, distinct from each other and from the
 # DataLoader's shuffle tag (0x5348554646, "SHUFF").
 ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
+DRAW_KEY = 0x4452415753  # "DRAWS": the epoch's weighted or resized draw, [seed, DRAW_KEY, epoch]
 CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
 TRANSFORM_KEY = 0x5846524D  # "XFRM": a clip's transform=, [seed, TRANSFORM_KEY, epoch, position]
 BATCH_KEY = 0x4241544348  # "BATCH": a batch's batch_transform=, [seed, BATCH_KEY, epoch, index]

@@ -17,7 +17,6 @@ and the line. No reader opens a video. Each sample keeps where it was listed
 from __future__ import annotations
 
 import csv
-import logging
 import math
 import os
 import string
@@ -28,7 +27,7 @@ from typing import Literal
 import numpy as np
 
 from .exclude import Exclude, excluding
-from .finding import VideoFinder, folder_files, missing_summary
+from .finding import VideoFinder, folder_files, report_missing
 from .parsing import (
     AnnotationError,
     check_segment,
@@ -51,7 +50,6 @@ __all__ = [
     "ucf101_samples",
 ]
 
-log = logging.getLogger(__name__)
 
 VIDEO_EXTENSIONS = frozenset({".avi", ".mp4", ".mkv", ".mov", ".webm", ".mpg", ".mpeg", ".m4v", ".wmv", ".flv"})
 
@@ -420,11 +418,7 @@ def kinetics_samples(
             else:
                 builder.add(relative, label, start, end, (template, line))
     what = csv_file if split is None else f"{csv_file} (split {split!r})"
-    if missing:
-        summary = missing_summary(str(what), missing, len(builder) + len(missing), root)
-        if not len(builder):
-            raise ValueError(summary)
-        log.warning("%s", summary)
+    report_missing(str(what), missing, len(builder) + len(missing), len(builder), root)
     if not len(builder):
         raise ValueError(f"{what} lists no video")
     if label_of is None:

@@ -1,7 +1,8 @@
 """Files to leave out of a sample list, such as the broken ones the check command lists.
 
-``excluded_paths`` reads what to leave out; ``excluding`` leaves it out. Every
-reader of sample lists, and ``VideoDataset``, takes such an ``exclude``.
+``excluded_paths`` reads what to leave out; ``excluding`` leaves it out, and
+``kept_mask`` says which samples it keeps. Every reader of sample lists, and
+``VideoDataset``, takes such an ``exclude``.
 See :doc:`/video/datasets`.
 """
 
@@ -18,7 +19,7 @@ import numpy as np
 from .parsing import AnnotationError, text_lines
 from .sample_list import SampleList
 
-__all__ = ["Exclude", "excluded_paths", "excluding"]
+__all__ = ["Exclude", "excluded_paths", "excluding", "kept_mask"]
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +72,26 @@ def excluding(samples: SampleList, exclude: Exclude) -> SampleList:
     Raises:
         ValueError: every sample is excluded.
     """
+    mask = kept_mask(samples, exclude)
+    return samples if mask is None else samples.keep(mask)
+
+
+def kept_mask(samples: SampleList, exclude: Exclude) -> np.ndarray | None:
+    """Return which samples ``excluding`` keeps, one bool each; ``None`` when it keeps them all.
+
+    Raises:
+        ValueError: every sample is excluded.
+    """
     left_out = excluded_paths(exclude)
     if not left_out:
-        return samples
+        return None
     mask = np.fromiter((_normal(p) not in left_out for p in samples.paths()), bool, len(samples))
     if not mask.any():
         raise ValueError(f"every one of the {len(samples)} samples is in the excluded files: none left")
-    if not mask.all():
-        log.info("left out %d of %d samples whose files are excluded", len(samples) - mask.sum(), len(samples))
-        return samples.keep(mask)
-    return samples
+    if mask.all():
+        return None
+    log.info("left out %d of %d samples whose files are excluded", len(samples) - mask.sum(), len(samples))
+    return mask
 
 
 def _normal(path: str) -> str:

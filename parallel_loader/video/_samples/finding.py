@@ -4,18 +4,22 @@ A data set downloaded by scripts comes with several extensions (``.mp4``,
 ``.mkv``, ``.webm``), while its annotations name one. ``VideoFinder`` takes
 the name a row gives and returns the file that is there, by its stem. Each
 folder is listed once: ``os.scandir`` locally, one listing request at a URL.
-``missing_summary`` says in one line which rows had no file. See :doc:`/video/datasets`.
+``missing_summary`` says in one line which rows had no file, and
+``report_missing`` logs that line, or raises it when no row had a file. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .._bytes.listing import RemotePath
 
-__all__ = ["VideoFinder", "folder_files", "missing_summary"]
+__all__ = ["VideoFinder", "folder_files", "missing_summary", "report_missing"]
+
+log = logging.getLogger(__name__)
 
 # How many rows without a file the summary names.
 _NAMED = 5
@@ -73,8 +77,35 @@ class VideoFinder:
         return frozenset(names), by_stem
 
 
-def missing_summary(where: str, missing: Sequence[tuple[int, str]], rows: int, root: object) -> str:
-    """One line on the rows whose file is not there: how many, and the first few as ``line N (name)``."""
-    named = ", ".join(f"line {line} ({name})" for line, name in missing[:_NAMED])
+def missing_summary(where: str, missing: Sequence[tuple[int, str]], rows: int, root: object, unit: str = "line") -> str:
+    """One line on the rows whose file is not there: how many, and the first few as ``line N (name)``.
+
+    ``unit`` names where a row is, such as ``"entry"`` for a JSON list's.
+    """
+    named = ", ".join(f"{unit} {line} ({name})" for line, name in missing[:_NAMED])
     more = f" and {len(missing) - _NAMED} more" if len(missing) > _NAMED else ""
     return f"{where}: {len(missing)} of {rows} rows have no video file under {root}, left out: {named}{more}"
+
+
+def report_missing(
+    where: str, missing: Sequence[tuple[int, str]], rows: int, found: int, root: object, unit: str = "line"
+) -> None:
+    """Warn once about the rows without a file (``missing_summary``), or raise when no row has one.
+
+    Args:
+        where: the annotation file.
+        missing: ``(line, name)`` of each row without a file.
+        rows: the rows read.
+        found: the rows with a file.
+        root: the folder looked in.
+        unit: what a row's number counts, as in ``missing_summary``.
+
+    Raises:
+        ValueError: there are rows without a file, and none with one.
+    """
+    if not missing:
+        return
+    summary = missing_summary(where, missing, rows, root, unit)
+    if not found:
+        raise ValueError(summary)
+    log.warning("%s", summary)
