@@ -78,30 +78,28 @@ def _vp9(data: np.ndarray, pos: np.ndarray, size: np.ndarray) -> ShownFrames | s
     """Each frame's first byte gives its marker, profile, ``show_existing_frame``, ``frame_type``, ``show_frame``."""
     if (size < 1).any():
         return "an empty VP9 packet"
-    shown = np.zeros(len(pos), dtype=np.int64)
-    key = np.zeros(len(pos), dtype=bool)
-    last = data[pos + size - 1]
-    marked = np.flatnonzero((last & 0xE0) == _VP9_SUPERFRAME)
-    single = np.ones(len(pos), dtype=bool)
-    for k in marked.tolist():  # few packets: those ending in a byte that may close a superframe index
+    count = len(pos)
+    owner, starts, leading = [], [], []  # for each frame of a superframe: its packet, offset, whether first
+    for k in np.flatnonzero((data[pos + size - 1] & 0xE0) == _VP9_SUPERFRAME).tolist():  # those that may be one
         frames = _vp9_superframe(data, int(pos[k]), int(size[k]))
         if isinstance(frames, str):
             return frames
-        if frames is None:
-            continue
-        single[k] = False
-        for i, at in enumerate(frames):
-            seen = _vp9_frames(data[[at]])
-            if isinstance(seen, str):
-                return seen
-            shown[k] += int(seen[0][0])
-            key[k] |= i == 0 and bool(seen[1][0])
-    seen = _vp9_frames(data[pos[single]])
+        for i, at in enumerate(frames or ()):
+            owner.append(k)
+            starts.append(at)
+            leading.append(i == 0)
+    single = np.ones(count, dtype=bool)
+    single[owner] = False
+    owner_all = np.concatenate((np.flatnonzero(single), np.asarray(owner, dtype=np.int64)))
+    first_all = np.concatenate((single[single], np.asarray(leading, dtype=bool)))
+    seen = _vp9_frames(data[np.concatenate((pos[single], np.asarray(starts, dtype=np.int64)))])
     if isinstance(seen, str):
         return seen
-    shown[single], key[single] = seen
+    shown = np.bincount(owner_all, weights=seen[0], minlength=count)
     if (shown > 1).any():
         return f"a VP9 packet shows {int(shown.max())} frames"
+    key = np.zeros(count, dtype=bool)
+    key[owner_all[first_all]] = seen[1][first_all]
     return ShownFrames(shown == 1, key)
 
 
@@ -130,11 +128,14 @@ def _vp9_superframe(data: np.ndarray, at: int, size: int) -> list[int] | str | N
     index = 2 + width * count
     if size < index or int(data[at + size - index]) != marker:
         return None
-    fields = data[at + size - index + 1 : at + size - 1].astype(np.int64).reshape(count, width)
-    sizes = (fields << (8 * np.arange(width))).sum(axis=1)
-    if int(sizes.sum()) != size - index or (sizes <= 0).any():
+    fields = data[at + size - index + 1 : at + size - 1].tobytes()
+    sizes = [int.from_bytes(fields[i : i + width], "little") for i in range(0, width * count, width)]
+    if sum(sizes) != size - index or min(sizes) <= 0:
         return "a VP9 superframe whose index does not add up to its packet"
-    return (at + np.concatenate(([0], np.cumsum(sizes)[:-1]))).tolist()
+    starts = [at]
+    for length in sizes[:-1]:
+        starts.append(starts[-1] + length)
+    return starts
 
 
 # AV1 OBU types (the AV1 specification, 6.2.2).
