@@ -112,6 +112,19 @@ def test_a_first_touch_reads_the_frame_headers_and_every_clip_is_exact(files, na
             np.testing.assert_array_equal(clip, truth[start : start + CLIP], err_msg=f"{name} from frame {start}")
 
 
+@pytest.mark.parametrize("name", ["vp9_superframes.webm", "vp8_hidden.webm"])
+def test_a_url_is_indexed_from_its_frame_headers_too(files, name, monkeypatch):
+    """A small object is fetched whole, then indexed as a local file is; its packet table found in its bytes."""
+    path = files[name]
+    truth = read_clip(path, 0, len(_decoded(path)), seek=False)
+    monkeypatch.setattr(make_module, "scan", lambda *args, **kwargs: pytest.fail("decoded every frame"))
+    cache = IndexCache(None)
+    for start in (0, 9, 10, 11, len(truth) - CLIP):
+        clip = read_clip(path.as_uri(), start, CLIP, index_cache=cache)
+        np.testing.assert_array_equal(clip, truth[start : start + CLIP], err_msg=f"{name} from frame {start}")
+    assert cache.get(path.as_uri()).made_by == "packets"
+
+
 def test_the_index_is_the_one_decoding_gives(files):
     """The same frames, timestamps and keyframes as the index made by decoding every frame."""
     for name, path in files.items():
