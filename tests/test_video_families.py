@@ -171,7 +171,7 @@ def test_an_error_on_a_files_content_is_a_decode_error_naming_the_file(families,
         raise AssertionError("width has to be even for this format")
 
     monkeypatch.setattr(scan_module, "frame_checksum", refuse)
-    path = families["vp8_webm"]
+    path = families["flv"]  # indexed by decoding: the scan meets the (patched) conversion failure
     with pytest.raises(VideoDecodeError, match="width has to be even") as caught:
         frame_count(path, index_cache=IndexCache(None))
     assert caught.value.path == str(path)
@@ -204,7 +204,7 @@ def test_very_short_files(tmp_path, frames):
 
 def test_a_file_pyav_cannot_convert_is_skipped_and_listed_by_a_skipping_dataset(families, monkeypatch):
     """The issue's symptom: a content error that escaped as AssertionError was neither skipped nor listed."""
-    bad = families["vp8_webm"]  # indexed by decoding: the scan meets the (patched) conversion failure
+    bad = families["flv"]  # indexed by decoding: the scan meets the (patched) conversion failure
 
     def refuse(frame):
         raise AssertionError("width has to be even for this format")

@@ -24,6 +24,7 @@ from .tables import Refused, from_tables
 __all__ = ["make_index"]
 
 _HEADER_ONLY_FAMILIES = ("mov", "matroska")
+_HEADER_ONLY_CODECS = ("h264", "vp8", "vp9", "av1")  # FFmpeg's canonical names, whatever the decoder
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def make_index(
 
 
 def _worth_a_header_only_open(path: str | os.PathLike[str] | Fetched) -> bool:
-    """Whether the file starts as an MP4/MOV or a Matroska file does (where H.264 is common)."""
+    """Whether the file starts as an MP4/MOV or a Matroska file does (where H.264, VP8, VP9 and AV1 are common)."""
     with open_bytes(path) as file:
         head = file.read(8)
     return head[4:8] in MOV_BOXES or head[:4] == EBML_MAGIC
@@ -75,7 +76,7 @@ def _from_header_only(
     """
     with open_video(path, key.stream, header_only=True) as (container, stream):
         family = container.format.name.split(",")[0]
-        if family not in _HEADER_ONLY_FAMILIES or stream.codec_context.name != "h264":
+        if family not in _HEADER_ONLY_FAMILIES or stream.codec_context.codec.canonical_name not in _HEADER_ONLY_CODECS:
             return None
         if len(container.streams.video) > 1:
             return None

@@ -105,8 +105,8 @@ class PacketTable:
 
     def span(self, index: VideoIndex, key: int, last: int) -> tuple[int, int] | None:
         """Packets ``[first, stop)`` in decoding order that decode frames ``key`` to ``last``, or None if unknown."""
-        first = np.nonzero(self.pts == index.pts(key))[0]
-        if len(first) != 1 or not self.key[first[0]]:
+        first = np.nonzero((self.pts == index.pts(key)) & self.key)[0]  # a hidden frame's packet may share its time
+        if len(first) != 1:
             return None
         first = int(first[0])
         needed = np.nonzero(self.pts[first:] <= index.pts(last))[0]

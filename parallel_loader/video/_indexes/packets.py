@@ -79,6 +79,9 @@ _FAMILIES: dict[str, frozenset[str]] = {
     "matroska": frozenset({"h264"}),  # MKV, WebM
     "avi": frozenset({"mpeg4", "mjpeg", "ffv1"}),
 }
+# Container family -> codecs indexed from its tables only, where each packet's frame headers are read
+# (``shown_frames``): a packet may hold a hidden frame, which decodes to none, and demuxing cannot tell.
+_TABLES_ONLY: dict[str, frozenset[str]] = {"matroska": frozenset({"vp8", "vp9", "av1"})}
 
 
 def from_packets(container: InputContainer, stream: VideoStream, file_size: int) -> VideoIndex | str:
@@ -128,7 +131,10 @@ def family_problem(family: str, codec: str, *, bytes_seen: bool = True) -> str:
     """Why ``codec`` in container ``family`` is indexed by decoding, or "" when its packets can tell.
 
     Without ``bytes_seen`` (a container's tables), a codec whose packets have a check but no ``array_check`` is refused.
+    VP8, VP9 and AV1 in Matroska are accepted there only: their frame headers are read with the tables.
     """
+    if not bytes_seen and codec in _TABLES_ONLY.get(family, ()):
+        return ""
     if codec not in _FAMILIES.get(family, ()):
         return f"{codec} in {family} is indexed by decoding"
     if not bytes_seen and codec in _CODEC_CHECKS and codec not in _ARRAY_CHECKS:

@@ -34,6 +34,7 @@ from .avi_tables import stream_packets
 from .mkv_tables import track_packets as mkv_track_packets
 from .mov_tables import read_moov, track_matrix, track_packets
 from .packets import array_check, family_problem, index_of, time_base_of
+from .shown_frames import SHOWN_FRAME_CODECS, shown_frames
 from .track_packets import TrackPackets, read_at
 
 __all__ = ["Refused", "TableIndex", "from_tables"]
@@ -69,7 +70,7 @@ def from_tables(container: InputContainer, stream: VideoStream, file: BinaryIO, 
     Demuxes at most a few packets of ``container``: seek before reading frames from it.
     """
     family = container.format.name.split(",")[0]
-    codec = stream.codec_context.name
+    codec = stream.codec_context.codec.canonical_name  # "av1" whichever decoder FFmpeg chose
     problem = family_problem(family, codec, bytes_seen=False)
     reader = _READERS.get(family)
     if not problem and reader is None:
@@ -88,13 +89,9 @@ def from_tables(container: InputContainer, stream: VideoStream, file: BinaryIO, 
     problem = _against_ffmpegs_index(stream, packets)
     if problem:
         return Refused(problem)
-    check = array_check(codec)
-    if check is not None:
-        begin = int(packets.pos.min())
-        data = np.frombuffer(read_at(file, begin, int((packets.pos + packets.size).max()) - begin), dtype=np.uint8)
-        problem = check(data, packets.pos - begin, packets.size)
-        if problem:
-            return Refused(problem)
+    shown = _shown(codec, file, packets)
+    if isinstance(shown, str):
+        return Refused(shown)
     first = _first_packets(container, stream, min(_FIRST, len(packets.pos)), packets.pts_only)
     if isinstance(first, str):
         return Refused(first, demuxed=True)
@@ -104,10 +101,37 @@ def from_tables(container: InputContainer, stream: VideoStream, file: BinaryIO, 
         ours = (int(packets.pos[k]) - packets.packet_header, int(pts[k]), int(packets.dts[k]) + shift)
         if (pos_k, pts_k, dts_k) != (ours if not packets.pts_only else (*ours[:2], None)):
             return Refused(f"packet {k} is not where or when the tables put it", demuxed=True)
-    index = index_of(pts, pts[packets.key], time_base_of(stream))
+    index = index_of(pts[shown], pts[packets.key], time_base_of(stream))
     if isinstance(index, str):
         return Refused(index, demuxed=True)
     return TableIndex(index, packets.pos, packets.size, pts, packets.key, packets.display_matrix)
+
+
+def _shown(codec: str, file: BinaryIO, packets: TrackPackets) -> np.ndarray | str:
+    """Which packets show a frame (all, unless the codec may hide frames), after the codec's checks; or why not.
+
+    Both read the packets' bytes: ``packets.array_check``'s, and for VP8, VP9
+    and AV1 their frame headers (``shown_frames``), whose keyframes must be the container's.
+    """
+    check = array_check(codec)
+    shows = codec in SHOWN_FRAME_CODECS
+    if check is None and not shows:
+        return np.ones(len(packets.pos), dtype=bool)
+    begin = int(packets.pos.min())
+    data = np.frombuffer(read_at(file, begin, int((packets.pos + packets.size).max()) - begin), dtype=np.uint8)
+    if check is not None:
+        problem = check(data, packets.pos - begin, packets.size)
+        if problem:
+            return problem
+    if not shows:
+        return np.ones(len(packets.pos), dtype=bool)
+    frames = shown_frames(codec, data, packets.pos - begin, packets.size)
+    if isinstance(frames, str):
+        return frames
+    differ = np.flatnonzero(frames.key != packets.key)
+    if differ.size:
+        return f"packet {int(differ[0])}'s keyframe flag is not its frame header's"
+    return frames.shown
 
 
 def _mov(file: BinaryIO, file_size: int, stream: VideoStream) -> TrackPackets | str:
