@@ -1,6 +1,8 @@
-"""Opening a video's bytes for FFmpeg, wherever they are: a local file, a URL, or bytes already fetched.
+"""Opening a video's bytes for FFmpeg and OpenCV, wherever they are: a local file, a URL, or bytes in memory.
 
-Nothing here decodes. A URL's key is its URL, size and ETag (one request).
+Bytes in memory (a ``Fetched``) are a remote object fetched whole, or a video
+given in memory (``memory``). Nothing here decodes. A URL's key is its URL,
+size and ETag (one request).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .._base.keys import Fetched, SourceKey, is_url, local_key, shown_url
 from .objects import remote_object
 from .range_file import RangeFile
 
-__all__ = ["open_bytes", "open_container", "source_key"]
+__all__ = ["open_bytes", "open_container", "opencv_source", "source_key"]
 
 # FFmpeg's probing of a header-only open: no bytes beyond the header, no frame decoded.
 _HEADER_ONLY = {"probesize": "32", "analyzeduration": "0"}
@@ -46,6 +48,19 @@ def open_bytes(path: str | os.PathLike[str]) -> BinaryIO:
     if is_url(path):
         return io.BufferedReader(RangeFile.open(os.fspath(path)))
     return open(path, "rb")
+
+
+def opencv_source(path: str | os.PathLike[str]) -> str | BinaryIO:
+    """What OpenCV's ``VideoCapture`` opens for a local file (its path) or a ``Fetched`` (a file object over its bytes).
+
+    Raises:
+        FileNotFoundError: there is no file at ``path``.
+        VideoDecodeError: ``path`` is not a file.
+    """
+    if isinstance(path, Fetched):
+        return io.BytesIO(path.data)
+    require_file(path)
+    return os.fspath(path)
 
 
 def open_container(path: str | os.PathLike[str], header_only: bool = False) -> InputContainer:
