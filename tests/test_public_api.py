@@ -106,6 +106,8 @@ SURFACE = {
         "sample_list",
         "set_default_index_cache",
         "ucf101_samples",
+        "webdataset_fields",
+        "webdataset_samples",
     },
     "parallel_loader.video.remote": {
         "Network",

@@ -18,7 +18,7 @@ import numpy as np
 from ..._core.checks import check_int
 from .._base.info import VideoInfo
 from .._base.keys import is_url
-from .._bytes.memory import VideoSource, video_source
+from .._bytes.source import VideoSource, video_source
 from .._indexes.cache import IndexCache, default_index_cache
 from .._media.streams import check_stream
 from .local import header_frames, probe_local, read_local

@@ -25,7 +25,7 @@ import numpy as np
 
 from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex
-from .._bytes.memory import VideoSource, video_source
+from .._bytes.source import VideoSource, video_source
 from .._indexes.cache import IndexCache, default_index_cache
 from .._media.streams import check_stream
 from .clips import check_clip_size, read_frames
