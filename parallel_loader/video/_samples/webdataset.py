@@ -83,22 +83,12 @@ def webdataset_samples(
         raise TypeError(f"classes must be a list of names, got the single string {classes!r}: pass [{classes!r}]")
     label_ext, _, label_field = (label or "").partition(":")
     found: list[tuple[str, int | str, str]] = []  # (path, label as found, origin)
-    lacking = without_video = 0
+    counts = [0, 0]  # samples without their video, samples lacking a field
     for shard in shard_paths(urls):
         table = member_table(shard)
-        for key, members in _samples_of(table).items():
-            name = members.get(video)
-            if name is None:
-                without_video += 1
-                continue
-            if any(f not in members for f in fields):
-                lacking += 1
-                continue
-            origin = f"{os.path.basename(shard)}, member {name}"
-            raw: int | str = 0
-            if label_ext:
-                raw = _label_of(table, members, label_ext, label_field, f"{os.path.basename(shard)}, sample {key}")
-            found.append((member_url(table.key.name, name), raw, origin))
+        with open(table.key.name, "rb") as file:  # one open for the shard's label members
+            found += _listed(table, file.fileno(), video, label_ext, label_field, fields, counts)
+    without_video, lacking = counts
     if without_video:
         log.warning("%d samples of %s have no %r member and are left out", without_video, urls, video)
     if lacking:
@@ -196,12 +186,34 @@ def _samples_of(table: MemberTable) -> dict[str, dict[str, str]]:
     return samples
 
 
-def _label_of(table: MemberTable, members: dict[str, str], ext: str, field: str, origin: str) -> int | str:
-    """A sample's label as found: a class number or a class name."""
+def _listed(
+    table: MemberTable, fd: int, video: str, label_ext: str, label_field: str, fields: Sequence[str], counts: list[int]
+) -> list[tuple[str, int | str, str]]:
+    """One shard's samples as ``(path, label as found, origin)``; ``counts`` adds those left out (see the caller)."""
+    shard = os.path.basename(table.key.name)
+    found = []
+    for key, members in _samples_of(table).items():
+        name = members.get(video)
+        if name is None:
+            counts[0] += 1
+            continue
+        if any(f not in members for f in fields):
+            counts[1] += 1
+            continue
+        raw: int | str = 0
+        if label_ext:
+            raw = _label_of(table, fd, members, label_ext, label_field, f"{shard}, sample {key}")
+        found.append((member_url(table.key.name, name), raw, f"{shard}, member {name}"))
+    return found
+
+
+def _label_of(table: MemberTable, fd: int, members: dict[str, str], ext: str, field: str, origin: str) -> int | str:
+    """A sample's label as found (a class number or a class name), read from the shard open at ``fd``."""
     name = members.get(ext)
     if name is None:
         raise AnnotationError(origin, f"has no {ext!r} member to take its label from")
-    text = table.read(name).decode("utf-8", "replace").strip()
+    offset, size = table.find(name)
+    text = os.pread(fd, size, offset).decode("utf-8", "replace").strip()
     if field:
         try:
             value = json.loads(text)[field]
