@@ -16,6 +16,7 @@ import pytest
 from parallel_loader import DataLoader
 from parallel_loader.video import (
     AnnotationError,
+    Augment,
     IndexCache,
     VideoDataset,
     VideoDecodeError,
@@ -166,6 +167,28 @@ def test_a_dataset_over_shards_gives_the_loose_files_batches_with_their_captions
             path = from_shards.samples[i][0]
             caption = webdataset_fields(path, ["txt"])["txt"]
             assert caption == f"a caption of video {video_id(clip)}"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(augment=Augment(crop="resized"), fps=10.0, exact_counts=True),
+        dict(train=False, num_clips=2, num_crops=3, dtype="uint8"),
+    ],
+    ids=["augment-fps", "views"],
+)
+def test_dataset_options_give_the_loose_files_batches_from_shards(shards, tmp_path, options):
+    folder, loose = shards
+    samples = webdataset_samples(str(folder / "train-{00001..00002}.tar"), "avi", "json:label")
+    rows = [(str(loose[video_of(s.path)]["avi"]), samples.classes[s.label]) for s in samples]
+
+    def batches(source, name):
+        data = VideoDataset(source, 4, 3, size=(24, 32), seed=7, index_cache=IndexCache(tmp_path / name), **options)
+        with DataLoader(data, num_threads=2, shuffle=True, seed=4, ordered=True) as loader:
+            return list(loader)
+
+    for ours, theirs in zip(batches(samples, "shards"), batches(rows, "loose"), strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
 
 def test_a_warm_clip_is_one_read_of_the_shard(shards, monkeypatch):
