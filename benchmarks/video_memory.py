@@ -15,6 +15,7 @@ made before the timing, ``--clips`` clips per video per round. ``first touch``: 
 new memory-only index cache each round, one clip per video (its index made by that
 read). Rounds interleave the ways in a new order each time; the table gives the
 median CPU ms per clip (``time.process_time``), its rounds' range, and its ratio to ``loose``.
+The lines after it give the videos' mean size, what hashing one costs, and the hashes' rates on one core.
 Every clip is checked to be the same, pixel for pixel, whichever way read it.
 
     python -m benchmarks.video_memory --rounds 5
@@ -23,6 +24,7 @@ Every clip is checked to be the same, pixel for pixel, whichever way read it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import random
 import statistics
@@ -80,7 +82,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 cells = [f"{ms:.2f} ({low:.2f}-{high:.2f})", f"{ms / loose:.2f}x", result["exact"][way]]
                 rows.append([codec, phase, way, *cells])
     print(format_table(["codec", "clips", "way", "CPU ms per clip (min-max)", "vs loose", "same clips"], rows))
+    for codec, result in results.items():
+        print(f"{codec}: {result['mean_kb']:.0f} KB a video; SHA-256 of its bytes {result['sha256_ms']:.3f} ms")
+    sha256 = results[next(iter(CODECS))]["sha256_mb_s"]
+    print(f"SHA-256: {sha256:,.0f} MB/s, BLAKE2b: {_hash_rate('blake2b'):,.0f} MB/s")
     return write_report(args, "video_memory", {"codecs": results})
+
+
+def _hash_rate(name: str, megabytes: int = 64) -> float:
+    """MB/s of CPU time of ``hashlib``'s ``name`` over ``megabytes`` of random bytes, the best of 3 (one core)."""
+    data = np.random.default_rng(0).bytes(megabytes << 20)
+    best = float("inf")
+    for _ in range(3):
+        began = time.process_time()  # CPU time: other processes on the machine do not count
+        hashlib.new(name, data).digest()
+        best = min(best, time.process_time() - began)
+    return megabytes / best
 
 
 def _videos(args: argparse.Namespace, codec: str) -> tuple[list[Path], Path]:
@@ -161,6 +178,9 @@ def _measure(args: argparse.Namespace, paths: list[Path], shard: Path) -> dict[s
     result: dict[str, Any] = {phase: {w: statistics.median(t) for w, t in by.items()} for phase, by in times.items()}
     result["rounds"] = times
     result["exact"] = {w: f"{n}/{clips}" for w, n in exact.items()}
+    result["mean_kb"] = statistics.mean(len(d) for d in data) / 1024
+    result["sha256_mb_s"] = _hash_rate("sha256")
+    result["sha256_ms"] = result["mean_kb"] / 1024 / result["sha256_mb_s"] * 1000
     return result
 
 

@@ -101,8 +101,9 @@ class SourceKey(NamedTuple):
     """Which bytes an index describes: ``name`` at ``size`` bytes, in version ``version``, and which stream.
 
     For a local file, ``version`` is ``"m<hex>"``: its modification time in
-    nanoseconds. Other sources use another first letter, such as ``"e"`` and an
-    ETag. So versions from two schemes never compare equal. ``stream`` is the
+    nanoseconds. Other sources use another first letter: ``"e"`` and an ETag,
+    ``"h"`` and a content hash (a video in memory), ``"t"`` and a shard's time and
+    a member's offset. So versions from two schemes never compare equal. ``stream`` is the
     stream's number, or None for the one FFmpeg picks as best.
     """
 
