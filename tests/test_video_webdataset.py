@@ -252,6 +252,18 @@ def test_an_index_beside_the_shard_is_used_when_it_is_newer_and_fits(shards, tmp
     assert member_table(shard).source == "headers"
 
 
+def test_member_tables_are_held_within_their_bytes(shards, monkeypatch):
+    folder, _ = shards
+    first, second = folder / "train-00000.tar", folder / "train-00001.tar"
+    table = member_table(first)
+    assert member_table(first) is table  # held
+    assert table.nbytes == table.names.nbytes + 16 * len(table.names)
+    monkeypatch.setattr(tar_members, "TABLE_BYTES", table.nbytes + 1)
+    member_table(second)  # past the bound: the least recently used table leaves
+    assert member_table(first) is not table
+    assert member_table(first).members == table.members
+
+
 def test_a_rewritten_shard_is_read_as_it_is_now(shards, tmp_path):
     folder, loose = shards
     shard = tmp_path / "moving.tar"
