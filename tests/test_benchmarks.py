@@ -26,6 +26,7 @@ from benchmarks import (
     video_cold,
     video_decode,
     video_families,
+    video_memory,
 )
 from benchmarks._workloads import REPO
 
@@ -237,6 +238,18 @@ def test_video_families(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert " h264-ts |" in out and " mpeg2-ps |" in out
     assert "target mpeg2-ps late clip <= 0.3x from frame 0:" in out
     assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
+
+
+def test_video_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--videos", "2", "--seconds", "1", "--clips", "1", "--rounds", "1", "--clip-len", "4", "--size", "32", "32"]
+    report = video_memory.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    for codec in ("h264-mp4", "xvid-avi"):
+        result = report["codecs"][codec]
+        assert result["exact"] == dict.fromkeys(("loose", "bytes", "BytesIO", "shard"), "4/4")
+        assert all(_finite(ms) for phase in ("warm", "first touch") for ms in result[phase].values())
+    out = capsys.readouterr().out
+    assert "| h264-mp4 |" in out and "shard" in out and "same clips" in out
+    assert json.loads((tmp_path / "video_memory.json").read_text())["codecs"]["xvid-avi"]["exact"]["shard"] == "4/4"
 
 
 def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

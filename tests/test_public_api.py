@@ -108,6 +108,8 @@ SURFACE = {
         "set_default_index_cache",
         "ssv2_samples",
         "ucf101_samples",
+        "webdataset_fields",
+        "webdataset_samples",
     },
     "parallel_loader.video.remote": {
         "Network",

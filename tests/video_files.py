@@ -66,6 +66,7 @@ def write_encoded_video(
     options: dict[str, str] | None = None,
     container_options: dict[str, str] | None = None,
     audio_first: bool = False,
+    video_id: int = 0,
 ) -> Path:
     """Write an indexed video with PyAV (any codec its FFmpeg encodes) and return its path.
 
@@ -79,7 +80,7 @@ def write_encoded_video(
     before them and refer to the group before ("leading frames"). ``pix_fmt``
     is the stream's pixel format (default 4:2:0, 8 bits; ``pal8`` writes paletted frames).
     ``options`` go to the encoder, ``container_options`` to the muxer; ``audio_first``
-    puts a silent audio stream before the video one.
+    puts a silent audio stream before the video one. ``video_id`` is the video's number in its pixels.
     """
     with _scheduling_kept():
         return _write_encoded_video(**locals())
@@ -114,6 +115,7 @@ def _write_encoded_video(
     options: dict[str, str] | None,
     container_options: dict[str, str] | None,
     audio_first: bool,
+    video_id: int,
 ) -> Path:
     height, width = size
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,7 +138,7 @@ def _write_encoded_video(
         if options:
             stream.options = {**stream.options, **options}
         for i in range(n_frames):
-            pixels = indexed_frame(i, 0, size)
+            pixels = indexed_frame(i, video_id, size)
             left = 3 * i % (width - 8)  # an 8x8 block, 3 pixels further right each frame
             pixels[height // 4 : height // 4 + 8, left : left + 8, 1] = 255
             frame = _palette_frame(pixels) if pix_fmt == "pal8" else av.VideoFrame.from_ndarray(pixels, format="rgb24")

@@ -5,11 +5,11 @@ VideoFolder, read_clip`` works. The code lives in private layers, each importing
 only those below it:
 
 * ``_base``: what a file's frames are (``VideoIndex``), a source's key and URL rules.
-* ``_bytes``: where bytes come from: a local file, an object in a store, ranged reads.
+* ``_bytes``: where bytes come from: a local file, an object in a store, ranged reads, memory, a tar member.
 * ``_media``: which stream is read, frames out of a container, pixels to RGB, one clip being read.
 * ``_indexes``: indexes from packets, by scanning, from a remote header; the store and the cache.
-* ``_read``: ``read_clip``, ``read_frames_at``, ``probe`` and ``frame_count``, for local files and URLs.
-* ``_samples``: sample lists, annotation readers, sampling and spatial augmentation.
+* ``_read``: ``read_clip``, ``read_frames_at``, ``probe`` and ``frame_count``: files, URLs, memory.
+* ``_samples``: sample lists, annotation readers, WebDataset shards, sampling and spatial augmentation.
 * ``_datasets``: ``VideoDataset`` and ``VideoFolder``, their transforms and ``Mixup`` and ``CutMix``.
 * ``_commands``: ``python -m parallel_loader.video.check`` and ``python -m parallel_loader.video.index``.
 
@@ -43,6 +43,7 @@ from ._samples.parsing import AnnotationError
 from ._samples.sample_list import SampleList, VideoSample
 from ._samples.sampling import SAMPLINGS
 from ._samples.ssv2 import ssv2_samples
+from ._samples.webdataset import webdataset_fields, webdataset_samples
 
 __all__ = [
     "KINETICS_PATTERN",
@@ -75,4 +76,6 @@ __all__ = [
     "set_default_index_cache",
     "ssv2_samples",
     "ucf101_samples",
+    "webdataset_fields",
+    "webdataset_samples",
 ]

@@ -4,7 +4,8 @@ A file's index is valid for one version of its bytes. Whatever keeps an index
 keys it by ``SourceKey``: a name, a size and a version. For a local
 file these are its absolute path, its size and its modification time. A URL's
 key is its URL (without a signature: ``url_name``), size and ETag or Last-Modified.
-``Fetched`` holds a remote file's bytes in memory, named by its key. Nothing here opens a network connection or decodes.
+``Fetched`` holds a video's bytes in memory, named by its key. They are a remote file fetched whole, or a video
+given in memory (keyed by its content, see ``_bytes.memory``). Nothing here opens a network connection or decodes.
 """
 
 from __future__ import annotations
@@ -100,8 +101,9 @@ class SourceKey(NamedTuple):
     """Which bytes an index describes: ``name`` at ``size`` bytes, in version ``version``, and which stream.
 
     For a local file, ``version`` is ``"m<hex>"``: its modification time in
-    nanoseconds. Other sources use another first letter, such as ``"e"`` and an
-    ETag. So versions from two schemes never compare equal. ``stream`` is the
+    nanoseconds. Other sources use another first letter: ``"e"`` and an ETag,
+    ``"h"`` and a content hash (a video in memory), ``"t"`` and a shard's time and
+    a member's offset. So versions from two schemes never compare equal. ``stream`` is the
     stream's number, or None for the one FFmpeg picks as best.
     """
 
@@ -143,10 +145,12 @@ def local_key(path: str | os.PathLike[str]) -> SourceKey:
 
 
 class Fetched(os.PathLike):
-    """A remote video's bytes, fetched whole: opened from memory, named (in errors, in the index) by its URL.
+    """A video's bytes, held whole: opened from memory, named (in errors, in the index) by its key's name.
+
+    A remote object fetched whole is named by its URL; a video given in memory by its content's hash.
 
     Attributes:
-        key: the object's URL, size and version.
+        key: the object's name, size and version.
         data: all its bytes.
     """
 

@@ -17,6 +17,7 @@ import numpy as np
 from ..._core.checks import check_bool, check_int
 from .._base.errors import VideoDecodeError
 from .._base.file_pass import each_file
+from .._bytes.tar_members import container_path
 from .._indexes.cache import IndexCache, default_index_cache
 from .._read.clips import _check_clip_args
 from .._samples.annotations import sample_list
@@ -176,7 +177,7 @@ def usable(
     """
     keep = np.ones(len(samples), dtype=bool)
     if find_missing:
-        missing = missing_files(samples.paths())
+        missing = missing_files(container_path(p) for p in samples.paths())  # a tar member: its shard
         if missing and bad.on_error == "raise":
             named = "; ".join(f"{samples.path(i)}{listed(samples.origin(i))}" for i in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""

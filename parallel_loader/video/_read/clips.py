@@ -1,4 +1,4 @@
-"""Decoding exact frames from videos, local or at URLs: ``read_clip``, ``frame_count`` and ``probe``.
+"""Decoding exact frames from videos, local, at URLs or in memory: ``read_clip``, ``frame_count`` and ``probe``.
 
 ``read_clip`` returns exactly the frames asked for: the same pixels as decoding
 every frame from the first. It decodes as few frames as the file allows. Which
@@ -18,6 +18,7 @@ import numpy as np
 from ..._core.checks import check_int
 from .._base.info import VideoInfo
 from .._base.keys import is_url
+from .._bytes.source import VideoSource, video_source
 from .._indexes.cache import IndexCache, default_index_cache
 from .._media.streams import check_stream
 from .local import header_frames, probe_local, read_local
@@ -26,7 +27,7 @@ from .remote import probe_remote, read_remote
 __all__ = ["VideoInfo", "check_clip_size", "frame_count", "probe", "read_clip", "read_frames"]
 
 
-def probe(path: str | os.PathLike[str], *, rotate: bool = True, stream: int | None = None) -> VideoInfo:
+def probe(path: VideoSource, *, rotate: bool = True, stream: int | None = None) -> VideoInfo:
     """Read a video's header: frame count, frame rate and size, without decoding.
 
     ``width`` and ``height`` are those of the frames ``read_clip`` returns with
@@ -34,7 +35,8 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True, stream: int | No
     shown at 90 or 270 degrees. With ``rotate=False`` it is as stored.
 
     Args:
-        path: the video file, or its URL.
+        path: the video file, its URL, or the video in memory (``bytes``,
+            ``memoryview``, a binary file object; see :doc:`/video/in_memory`).
         rotate: give the size as displayed (the default); ``False`` gives it as stored.
         stream: which stream, by its number among all the file's streams; ``None``
             (the default) takes the video stream FFmpeg picks as best, never an
@@ -44,18 +46,20 @@ def probe(path: str | os.PathLike[str], *, rotate: bool = True, stream: int | No
         The header's frame count, frame rate, width and height.
 
     Raises:
+        TypeError: ``path`` is no kind of video source (the message lists those accepted).
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video, or ``stream``
             names no video stream of it (the message lists its streams).
     """
     check_stream(stream)
+    path = video_source(path)
     if is_url(path):  # OpenCV reads no object store: the header through the byte source
         return probe_remote(os.fspath(path), rotate=rotate, stream=stream)
     return probe_local(path, rotate=rotate, stream=stream)
 
 
 def frame_count(
-    path: str | os.PathLike[str],
+    path: VideoSource,
     exact: bool = True,
     *,
     index_cache: IndexCache | None = None,
@@ -76,24 +80,26 @@ def frame_count(
     See :doc:`/video/decoding`.
 
     Args:
-        path: the video file.
+        path: the video file, its URL, or the video in memory (see ``probe``).
         exact: count decoded frames rather than read the header.
         index_cache: where indexes are kept; default: ``default_index_cache()``.
         stream: which stream (see ``probe``); each stream's index is kept apart.
 
     Raises:
+        TypeError: ``path`` is no kind of video source (the message lists those accepted).
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file cannot be opened as a video, no frame decodes,
             or ``stream`` names no video stream of it.
     """
     check_stream(stream)
+    path = video_source(path)
     if exact or is_url(path):  # a URL's index comes from its header: as cheap as the header's count
         return (default_index_cache() if index_cache is None else index_cache).get(path, stream=stream).frames
     return header_frames(path, stream)
 
 
 def read_clip(
-    path: str | os.PathLike[str],
+    path: VideoSource,
     start: int,
     clip_len: int,
     stride: int = 1,
@@ -116,7 +122,8 @@ def read_clip(
 
     Args:
         path: the video file, or its URL (``s3://``, ``gs://``, ``az://``, ``http(s)://``,
-            ``file://``; see :doc:`/video/remote`).
+            ``file://``; see :doc:`/video/remote`). Or the video in memory
+            (``bytes``, ``memoryview``, a binary file object; see :doc:`/video/in_memory`).
         start: the index of the first frame, counted from 0.
         clip_len: how many frames to return.
         stride: the step between returned frames.
@@ -137,6 +144,7 @@ def read_clip(
         A ``uint8`` array of shape ``(clip_len, height, width, 3)``, channels in RGB order.
 
     Raises:
+        TypeError: ``path`` is no kind of video source (the message lists those accepted).
         ValueError: an argument is out of range.
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file is not a video, or it ends before the last
@@ -151,7 +159,7 @@ def read_clip(
 
 
 def read_frames(
-    path: str | os.PathLike[str],
+    path: VideoSource,
     frames: np.ndarray,
     size: tuple[int, int] | None,
     *,
@@ -160,8 +168,12 @@ def read_frames(
     index_cache: IndexCache | None = None,
     stream: int | None = None,
 ) -> np.ndarray:
-    """The ``frames`` of a local file or a URL, in that order (repeats allowed); arguments already checked."""
+    """The ``frames`` of a local file, a URL or a video in memory, in that order (repeats allowed).
+
+    The arguments are already checked, but for ``path``.
+    """
     cache = default_index_cache() if index_cache is None else index_cache
+    path = video_source(path)
     if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``remote``)
         return read_remote(os.fspath(path), frames, size, seek, cache, rotate, stream)
     return read_local(path, frames, size, seek=seek, rotate=rotate, index_cache=cache, stream=stream)

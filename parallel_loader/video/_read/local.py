@@ -1,4 +1,4 @@
-"""Reading a clip of a local file (or of bytes fetched whole), exactly, and its header.
+"""Reading a clip of a local file (or of bytes in memory), exactly, and its header.
 
 ``read_local`` seeks to the keyframe at or before the clip's start, found in the
 file's ``VideoIndex``, and decodes forward. Where the cache holds the file's
@@ -11,19 +11,20 @@ reads the header through OpenCV. See :doc:`/video/decoding`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import cv2
 import numpy as np
 
-from .._base.errors import VideoDecodeError, require_file
+from .._base.errors import VideoDecodeError
 from .._base.facts import PACKETS
 from .._base.info import VideoInfo
 from .._base.keys import Fetched
-from .._bytes.source import open_bytes
+from .._bytes.source import open_bytes, opencv_source
 from .._indexes.cache import IndexCache, default_index_cache
 from .._indexes.track_packets import read_at
 from .._media.clip import Clip, read_in_order, read_seeking
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def probe_local(path: str | os.PathLike[str], *, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
-    """``probe`` for a local file: its header, without decoding.
+    """``probe`` for a local file or a video in memory: its header, without decoding.
 
     OpenCV reads the header of a file with one video stream. With several, it
     reads the first one's, and counts frames by the longest stream's duration:
@@ -46,8 +47,7 @@ def probe_local(path: str | os.PathLike[str], *, rotate: bool = True, stream: St
     with open_video(path, stream) as (container, video):
         if len(container.streams.video) > 1:
             return stream_info(container, video, rotate)
-    capture = _open(path)
-    try:
+    with _capture(path) as capture:
         width = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH))
         height = int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
         # OpenCV reports the size as displayed when it turns frames itself (CAP_PROP_ORIENTATION_AUTO).
@@ -60,8 +60,6 @@ def probe_local(path: str | os.PathLike[str], *, rotate: bool = True, stream: St
             width=width,
             height=height,
         )
-    finally:
-        capture.release()
 
 
 def header_frames(path: str | os.PathLike[str], stream: StreamChoice = None) -> int:
@@ -79,7 +77,7 @@ def read_local(
     index_cache: IndexCache | None = None,
     stream: StreamChoice = None,
 ) -> np.ndarray:
-    """The ``frames`` of a local file or a ``Fetched`` object, in that order; arguments already checked."""
+    """The ``frames`` of a local file or a video in memory (``Fetched``), in that order; arguments already checked."""
     clip = Clip(frames, size, rotate)
     if seek:
         cache = default_index_cache() if index_cache is None else index_cache
@@ -141,14 +139,18 @@ def _shown(path: str | os.PathLike[str] | Fetched) -> str | os.PathLike[str]:
     return path.key.name if isinstance(path, Fetched) else path
 
 
-def _open(path: str | os.PathLike[str]) -> cv2.VideoCapture:
-    """Open an OpenCV capture (for its header) with one FFmpeg decoder thread."""
-    require_file(path)
-    capture = cv2.VideoCapture(os.fspath(path), cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
-    if not capture.isOpened():
+@contextlib.contextmanager
+def _capture(path: str | os.PathLike[str]) -> Iterator[cv2.VideoCapture]:
+    """An OpenCV capture (for its header) with one FFmpeg decoder thread, released on leaving."""
+    source = opencv_source(path)  # a file object must outlive the capture: OpenCV holds no reference to it
+    capture = cv2.VideoCapture(source, cv2.CAP_FFMPEG, [cv2.CAP_PROP_N_THREADS, 1])
+    try:
+        if not capture.isOpened():
+            raise VideoDecodeError(path, "cannot be opened as a video (not a video, corrupt, or an unsupported format)")
+        yield capture
+    finally:
         capture.release()
-        raise VideoDecodeError(path, "cannot be opened as a video (not a video, corrupt, or an unsupported format)")
-    return capture
+        del source
 
 
 def _raise_short(

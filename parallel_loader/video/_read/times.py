@@ -25,6 +25,7 @@ import numpy as np
 
 from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex
+from .._bytes.source import VideoSource, video_source
 from .._indexes.cache import IndexCache, default_index_cache
 from .._media.streams import check_stream
 from .clips import check_clip_size, read_frames
@@ -33,7 +34,7 @@ __all__ = ["display_times", "played_at", "read_frames_at"]
 
 
 def read_frames_at(
-    path: str | os.PathLike[str],
+    path: VideoSource,
     seconds: Sequence[float] | np.ndarray,
     size: tuple[int, int] | None = None,
     stream: int | None = None,
@@ -50,7 +51,7 @@ def read_frames_at(
     See :doc:`/video/decoding`.
 
     Args:
-        path: the video file, or its URL.
+        path: the video file, its URL, or the video in memory (see ``read_clip``).
         seconds: the times, in seconds, as the file's timestamps count them (most
             files start at 0); any order, repeats allowed.
         size: ``(height, width)`` to resize each frame to, or ``None`` (see ``read_clip``).
@@ -65,12 +66,14 @@ def read_frames_at(
     Raises:
         ValueError: ``seconds`` is empty or not finite, or a time is outside the
             video: before its first frame, or at or after its last frame's end.
+        TypeError: ``path`` is no kind of video source (the message lists those accepted).
         FileNotFoundError: there is no file at ``path``.
         VideoDecodeError: the file is not a video, or ``stream`` names no video
             stream of it. Or its timestamps cannot place frames in time, or a frame does not decode.
     """
     check_clip_size(size)
     check_stream(stream)
+    path = video_source(path)
     times = np.asarray(seconds, dtype=np.float64).reshape(-1)
     if times.size == 0:
         raise ValueError("seconds is empty: give at least one time")

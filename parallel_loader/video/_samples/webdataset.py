@@ -1,0 +1,267 @@
+"""Sample lists of WebDataset tar shards: ``webdataset_samples``, and a sample's other members, ``webdataset_fields``.
+
+A WebDataset shard is a tar file whose members are grouped into samples by
+*key*. A member's key is its name up to the first dot of its file name; the rest is its
+*extension*: ``000123.mp4``, ``000123.txt`` and ``000123.json`` are sample
+``000123``'s video, caption and metadata. Each sample of the list is the
+member whose extension is ``video``, named ``tar://MEMBER::SHARD`` and read in
+place (``_bytes.tar_members``). Labels come from another member of the
+sample; ``webdataset_fields`` reads the others when they are wanted, one read
+each. Only local shards are read so far. See :doc:`/video/in_memory`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import os
+import re
+from collections.abc import Sequence
+
+from .._base.keys import is_url
+from .._bytes.tar_members import MemberTable, member_table, member_url, split_member_url
+from .parsing import AnnotationError
+from .sample_list import SampleList, VideoSample
+
+__all__ = ["expand_braces", "shard_paths", "webdataset_fields", "webdataset_samples"]
+
+log = logging.getLogger(__name__)
+
+# Extensions decoded as WebDataset's default decoders do; any other arrives as bytes.
+_TEXT = ("txt", "text", "transcript", "caption")
+_INT = ("cls", "cls2", "class", "count", "index", "inx", "id")
+_JSON = ("json", "jsn")
+_BRACES = re.compile(r"\{([^{}]*)\}")
+_RANGE = re.compile(r"(\d+)\.\.(\d+)")
+
+
+def webdataset_samples(
+    urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    video: str = "mp4",
+    label: str | None = None,
+    *,
+    fields: Sequence[str] = (),
+    classes: Sequence[str] | None = None,
+) -> SampleList:
+    """Return one sample per member of the shards whose extension is ``video``, read in place.
+
+    A sample's path is ``tar://MEMBER::SHARD``: ``read_clip`` and
+    ``VideoDataset`` read its clips from the shard, without unpacking it. Each
+    shard's member table comes from a DALI or ``wids`` index beside it, else from
+    its tar headers, read once. A sample without its video, or without one of
+    ``fields``, is left out and counted in a warning. See :doc:`/video/in_memory`.
+
+    Args:
+        urls: local shards: a pattern with braces (``"train-{00000..00099}.tar"``),
+            a glob (``"train-*.tar"``), a path, or a list of these.
+        video: the extension of the video member (``"mp4"``, ``"avi"``...).
+        label: where the label is: an extension whose member holds a class number
+            or name (``"cls"``), or ``"EXTENSION:FIELD"``, a field of a JSON
+            member (``"json:label"``). ``None`` gives every sample label 0.
+        fields: extensions of the other members each sample must have
+            (``"txt"``, ``"json"``...); read them with ``webdataset_fields``.
+        classes: class names in label order. Without them, number labels name
+            their classes ``"0"``, ``"1"``, ...; name labels are sorted.
+
+    Returns:
+        The samples, in shard order, then member order.
+
+    Raises:
+        TypeError: ``urls`` names a remote shard (not read yet), or an argument has the wrong type.
+        FileNotFoundError: a shard named without a pattern is not there.
+        ValueError: no shard matches ``urls``, or no sample has a ``video`` member.
+        AnnotationError: a label member is missing, malformed, or names an unknown class.
+        VideoDecodeError: a shard is not an uncompressed tar file.
+    """
+    for name, value in (("video", video), ("label", label)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise TypeError(f"{name} must be an extension such as 'mp4' or 'cls', got {value!r}")
+    if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
+        raise TypeError(f"fields must be a list of extensions, such as ['txt', 'json'], got {fields!r}")
+    if isinstance(classes, str):
+        raise TypeError(f"classes must be a list of names, got the single string {classes!r}: pass [{classes!r}]")
+    label_ext, _, label_field = (label or "").partition(":")
+    found: list[tuple[str, int | str, str]] = []  # (path, label as found, origin)
+    counts = [0, 0]  # samples without their video, samples lacking a field
+    for shard in shard_paths(urls):
+        table = member_table(shard)
+        with open(table.key.name, "rb") as file:  # one open for the shard's label members
+            found += _listed(table, file.fileno(), video, label_ext, label_field, fields, counts)
+    without_video, lacking = counts
+    if without_video:
+        log.warning("%d samples of %s have no %r member and are left out", without_video, urls, video)
+    if lacking:
+        log.warning("%d samples of %s lack a member of %s and are left out", lacking, urls, list(fields))
+    if not found:
+        raise ValueError(f"no sample of {urls} has a member with extension {video!r}")
+    names, numbers = _classes(found, classes, label is not None)
+    return SampleList(names, [VideoSample(p, n, origin=o) for (p, _, o), n in zip(found, numbers, strict=True)])
+
+
+def webdataset_fields(path: str, fields: Sequence[str]) -> dict[str, object]:
+    """The members of a sample's shard beside its video, read in place and decoded.
+
+    ``txt`` (and ``text``, ``transcript``, ``caption``) give a ``str``; ``json``
+    gives what it holds; ``cls`` (and ``index``, ``id``, ...) an ``int``; any
+    other extension gives ``bytes``. See :doc:`/video/in_memory`.
+
+    Args:
+        path: a sample's path from ``webdataset_samples`` (``tar://MEMBER::SHARD``).
+        fields: the extensions to read.
+
+    Returns:
+        Each extension's member, decoded.
+
+    Raises:
+        ValueError: ``path`` is not a tar member's URL.
+        FileNotFoundError: the sample has no member of an extension asked for.
+    """
+    split = split_member_url(path)
+    if split is None:
+        raise ValueError(f"{path}: not a member of a shard (tar://MEMBER::SHARD, from webdataset_samples)")
+    name, shard = split
+    key = _key_and_extension(name)[0]
+    table = member_table(shard)
+    return {ext: _decoded(ext, table.read(f"{key}.{ext}"), member_url(shard, name)) for ext in fields}
+
+
+def shard_paths(urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
+    """The absolute paths of the shards ``urls`` names (see ``webdataset_samples``), in order, each once.
+
+    Raises:
+        TypeError: a URL names a remote shard, or ``urls`` is not a path, pattern or list.
+        FileNotFoundError: a shard named without a pattern is not there.
+        ValueError: no shard matches.
+    """
+    patterns = [urls] if isinstance(urls, str | os.PathLike) else urls
+    if not isinstance(patterns, Sequence) or not all(isinstance(p, str | os.PathLike) for p in patterns):
+        raise TypeError(f"urls must be a path, a pattern or a list of them, got {urls!r}")
+    shards: dict[str, None] = {}
+    for pattern in patterns:
+        pattern = os.fspath(pattern)
+        if is_url(pattern):
+            raise TypeError(f"{pattern}: remote shards cannot be read yet; give local shards (a path, glob or braces)")
+        for each in expand_braces(pattern):
+            matched = sorted(glob.glob(each)) if glob.has_magic(each) else [each]
+            for path in matched:
+                if not os.path.isfile(path):
+                    raise FileNotFoundError(2, "no such shard", path)
+                shards[os.path.abspath(path)] = None
+    if not shards:
+        raise ValueError(f"no shard matches {urls!r}")
+    return list(shards)
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``pattern`` with each ``{a..b}`` range (zero padding kept) and ``{x,y}`` list expanded, in order."""
+    found = _BRACES.search(pattern)
+    if found is None:
+        return [pattern]
+    head, tail = pattern[: found.start()], pattern[found.end() :]
+    numbers = _RANGE.fullmatch(found[1])
+    if numbers is not None:
+        first, last = numbers[1], numbers[2]
+        width = len(first) if first.startswith("0") else 0
+        step = 1 if int(last) >= int(first) else -1
+        choices = [f"{i:0{width}d}" for i in range(int(first), int(last) + step, step)]
+    else:
+        choices = found[1].split(",")
+    return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
+
+
+def _key_and_extension(name: str) -> tuple[str, str]:
+    """A member's sample key and extension: split at the first dot of its file name (WebDataset's rule)."""
+    dot = name.find(".", name.rfind("/") + 1)
+    return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
+
+
+def _samples_of(table: MemberTable) -> dict[str, dict[str, str]]:
+    """The shard's samples: key -> {extension: member name}, in member order."""
+    samples: dict[str, dict[str, str]] = {}
+    for name in table.members:
+        key, extension = _key_and_extension(name)
+        if extension and not os.path.basename(key).startswith("."):  # no extension, or a hidden file: no sample
+            samples.setdefault(key, {})[extension] = name
+    return samples
+
+
+def _listed(
+    table: MemberTable, fd: int, video: str, label_ext: str, label_field: str, fields: Sequence[str], counts: list[int]
+) -> list[tuple[str, int | str, str]]:
+    """One shard's samples as ``(path, label as found, origin)``; ``counts`` adds those left out (see the caller)."""
+    shard = os.path.basename(table.key.name)
+    found = []
+    for key, members in _samples_of(table).items():
+        name = members.get(video)
+        if name is None:
+            counts[0] += 1
+            continue
+        if any(f not in members for f in fields):
+            counts[1] += 1
+            continue
+        raw: int | str = 0
+        if label_ext:
+            raw = _label_of(table, fd, members, label_ext, label_field, f"{shard}, sample {key}")
+        found.append((member_url(table.key.name, name), raw, f"{shard}, member {name}"))
+    return found
+
+
+def _label_of(table: MemberTable, fd: int, members: dict[str, str], ext: str, field: str, origin: str) -> int | str:
+    """A sample's label as found (a class number or a class name), read from the shard open at ``fd``."""
+    name = members.get(ext)
+    if name is None:
+        raise AnnotationError(origin, f"has no {ext!r} member to take its label from")
+    offset, size = table.find(name)
+    text = os.pread(fd, size, offset).decode("utf-8", "replace").strip()
+    if field:
+        try:
+            value = json.loads(text)[field]
+        except (ValueError, KeyError, TypeError, IndexError):
+            raise AnnotationError(origin, f"its {name} holds no JSON object with a field {field!r}") from None
+    else:
+        value = text
+    if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
+        raise AnnotationError(origin, f"its label in {name} is {value!r}, not a class number or name")
+    if isinstance(value, str) and re.fullmatch(r"-?\d+", value):
+        value = int(value)
+    return value
+
+
+def _classes(found: list[tuple[str, int | str, str]], classes: Sequence[str] | None, labelled: bool):
+    """The class names and each sample's label number (see ``webdataset_samples``)."""
+    raw = [r for _, r, _ in found]
+    if not labelled:
+        return (tuple(classes) if classes else ("",)), [0] * len(raw)
+    kinds = {type(r) for r in raw}
+    if len(kinds) > 1:
+        number = next(o for _, r, o in found if isinstance(r, int))
+        name = next(o for _, r, o in found if isinstance(r, str))
+        raise AnnotationError(name, f"labels are class numbers ({number}) and class names ({name}) at once")
+    if kinds == {int}:
+        names = tuple(classes) if classes is not None else tuple(str(i) for i in range(max(raw) + 1))
+        for _, r, origin in found:
+            if not 0 <= r < len(names):
+                raise AnnotationError(origin, f"class number {r} is not one of the {len(names)} classes")
+        return names, raw
+    names = tuple(classes) if classes is not None else tuple(sorted(set(raw)))
+    number = {n: i for i, n in enumerate(names)}
+    for _, r, origin in found:
+        if r not in number:
+            raise AnnotationError(origin, f"class {r!r} is not one of the classes given")
+    return names, [number[r] for r in raw]
+
+
+def _decoded(ext: str, data: bytes, where: str) -> object:
+    """A member's bytes decoded by its extension's last part (see ``webdataset_fields``)."""
+    last = ext.rsplit(".", 1)[-1].lower()
+    if last in _TEXT:
+        return data.decode("utf-8")
+    if last in _JSON:
+        return json.loads(data)
+    if last in _INT:
+        try:
+            return int(data.decode("utf-8").strip())
+        except ValueError:
+            raise ValueError(f"{where}: its {ext} member holds {data[:40]!r}, not a number") from None
+    return data
