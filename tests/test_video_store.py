@@ -1,8 +1,11 @@
-"""Indexes kept by default and shared: the store on disk (several writers, torn and stale records), the memory bound."""
+"""Indexes kept by default and shared: the store on disk (several writers, damaged and stale records), memory."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -17,8 +20,10 @@ from parallel_loader.video import IndexCache, VideoIndex, read_clip
 from parallel_loader.video._base.facts import PACKETS, decode, encode
 from parallel_loader.video._base.keys import SourceKey, local_key
 from parallel_loader.video._indexes import cache as index_module
+from parallel_loader.video._indexes import segments
+from parallel_loader.video._indexes import store as store_module
 from parallel_loader.video._indexes.packet_table import PacketTable
-from parallel_loader.video._indexes.store import IndexStore, Record
+from parallel_loader.video._indexes.store import FILE_NAME, PACKET_TABLE, IndexStore, Record
 
 from .video_files import write_encoded_video, write_video
 
@@ -85,47 +90,62 @@ def test_a_changed_file_is_indexed_again(tmp_path, counted):
     assert len(counted) == 2
 
 
-def test_torn_damaged_and_stale_records_are_never_trusted(tmp_path, counted):
+def damage_entry(directory: Path, name: str) -> None:
+    """Flip bytes in the middle of ``name``'s entry, where it lies in the database file (as a bad disk block would)."""
+    store = IndexStore(directory)
+    entry = store.get(name).entry
+    store.close()
+    with contextlib.closing(sqlite3.connect(directory / FILE_NAME)) as db:  # every page in the main file
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    path = directory / FILE_NAME
+    data = bytearray(path.read_bytes())
+    at = data.find(entry)
+    assert at >= 0 and data.find(entry, at + 1) < 0
+    data[at + len(entry) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_damaged_and_stale_records_are_never_trusted_and_are_written_over(tmp_path, counted, caplog):
     paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(3)]
     store = tmp_path / "store"
     cache = IndexCache(store, max_table_bytes=0)  # one record a file: no packet tables
     for p in paths:
         cache.get(p)
     cache.close()
-    (segment,) = store.glob("v2/*.seg")
-    data = segment.read_bytes()
-    third = data.rfind(b"VIX1")
-    second = data.rfind(b"VIX1", 0, third)
-    damaged = bytearray(data[:third])
-    damaged[second + 20] ^= 0xFF  # a flipped bit in the second record: its checksum fails
-    segment.write_bytes(bytes(damaged) + data[third : third + 15])  # the third is cut short
-    (store / "v2" / "other.seg").write_bytes(b"no records here" * 10)  # not a segment at all
+    damage_entry(store, str(paths[1]))
+    damage_entry(store, str(paths[2]))
     counted.clear()
     again = IndexCache(store)
     assert [again.get(p).frames for p in paths] == [10, 11, 12]
     assert counted == [str(paths[1]), str(paths[2])]  # the first record was whole: trusted
-    stale = Record(str(paths[0]), Record.entry_of(SourceKey(str(paths[0]), 1, "m1"), time.time_ns(), b"\0"), 0)
-    IndexStore(store).append([stale])  # the newest record, but for another version of the file
+    assert len([r for r in caplog.records if "damaged video index store" in r.getMessage()]) == 1  # once
+    again.close()
     counted.clear()
+    assert [IndexCache(store).get(p).frames for p in paths] == [10, 11, 12]  # made again, and written over
+    assert counted == []
+    now = time.time_ns()
+    stale = Record(str(paths[0]), Record.entry_of(SourceKey(str(paths[0]), 1, "m1"), now, b"\0"), now)
+    IndexStore(store).write([stale])  # the newest record, but for another version of the file
     assert IndexCache(store).get(paths[0]).frames == 10
     assert counted == [str(paths[0])]
 
 
-def test_segments_no_writer_holds_are_merged_into_one(tmp_path):
+def test_the_newest_record_of_a_file_counts_and_each_file_has_one(tmp_path):
     paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(4)]
     store = tmp_path / "store"
-    for p in paths:  # one writer per file, each closed: four segments, plus a second record of the first file
+    for p in paths:  # one writer per file, each closed
         cache = IndexCache(store)
         cache.get(p)
         cache.close()
     cache = IndexCache(store)
-    cache.distrust(paths[0], "a test says so")  # this writer's segment stays open: it is not merged
-    assert IndexStore(store).segment_count() == 5
-    assert IndexStore(store).compact() == 4
-    assert IndexStore(store).segment_count() == 2
+    cache.distrust(paths[0], "a test says so")  # a second record of the first file, from another writer
+    old = Record(str(paths[0]), Record.entry_of(local_key(paths[0]), 1, encode(IndexCache(None).get(paths[0]))), 1)
+    IndexStore(store).write([old])  # written last, but older: it does not replace the newer
     fresh = IndexCache(store)
     assert [fresh.get(p).frames for p in paths] == [10, 11, 12, 13]
     assert not fresh.get(paths[0]).seekable and fresh.get(paths[0]).reason == "a test says so"  # the newest
+    names = IndexStore(store).names()
+    assert sorted(n for n in names if not n.endswith(PACKET_TABLE)) == sorted(str(p) for p in paths)
 
 
 def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_per_file(tmp_path):
@@ -159,11 +179,9 @@ def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_
     outputs = [w.communicate(timeout=120)[0] for w in workers]
     assert [w.returncode for w in workers] == [0, 0]
     assert [o.strip() for o in outputs] == ["1600", "1600"]
-    assert len(IndexStore(store).read_new()) >= 400  # files both indexed at once are there twice
-    IndexStore(store).compact()  # the writers are gone: their segments (one if a process found all made) merge
-    assert IndexStore(store).segment_count() == 1
-    records = IndexStore(store).read_new()
-    tables = [r for r in records if r.name.endswith("\x00packets")]  # each file's packet table, kept apart
+    store = IndexStore(store)
+    records = [store.get(name) for name in store.names()]
+    tables = [r for r in records if r.name.endswith(PACKET_TABLE)]  # each file's packet table, kept apart
     indexes = [r for r in records if r not in tables]
     assert sorted(r.name for r in indexes) == sorted(str(n) for n in names)  # one per file
     assert sorted(r.name for r in tables) == sorted(f"{n}\x00packets" for n in names)
@@ -238,24 +256,56 @@ def test_read_clip_keeps_what_it_learns_in_the_default_store(tmp_path, video_ind
     path = write_video(tmp_path / "v.avi", 20)
     clip = read_clip(path, 3, 4, 2)
     assert clip.shape[0] == 4 and counted == [str(path)]
-    assert list(video_index_store.glob("v2/*.seg"))
+    assert (video_index_store / FILE_NAME).is_file()
     counted.clear()
     np.testing.assert_array_equal(read_clip(path, 3, 4, 2, index_cache=IndexCache()), clip)
     assert counted == []
 
 
-def test_many_segments_are_merged_when_read(tmp_path, monkeypatch):
-    from parallel_loader.video._indexes import store as store_module
+def test_an_earlier_layouts_segments_are_carried_over_once(tmp_path, counted, caplog):
+    """``v2/*.seg`` records (one torn, one damaged) move into the database; the folder is renamed, not read again."""
+    paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(4)]
+    records = []
+    for p in paths:
+        entry = Record.entry_of(local_key(p), time.time_ns(), encode(IndexCache(None).get(p)))
+        records.append((str(p), entry))
+    store = tmp_path / "store"
+    (store / "v2").mkdir(parents=True)
+    (store / "v2" / "a.seg").write_bytes(segments.frame(records[:2]))
+    damaged = bytearray(segments.frame(records[2:3]))
+    damaged[-5] ^= 0xFF  # its checksum fails
+    torn = segments.frame(records[3:])
+    (store / "v2" / "b.seg").write_bytes(bytes(damaged) + torn[: len(torn) // 2])  # a writer killed mid-write
+    counted.clear()
+    with caplog.at_level(logging.INFO, logger=store_module.__name__):
+        cache = IndexCache(store)
+        assert [cache.get(p).frames for p in paths] == [10, 11, 12, 13]
+    assert counted == [str(paths[2]), str(paths[3])]
+    assert [r.getMessage().split(" from ")[0] for r in caplog.records] == ["carried 2 video indexes over"]
+    assert not (store / "v2").exists() and (store / "v2.carried-over" / "a.seg").is_file()
+    cache.close()
+    counted.clear()
+    caplog.clear()
+    assert [IndexCache(store).get(p).frames for p in paths] == [10, 11, 12, 13]
+    assert counted == [] and caplog.records == []
 
-    monkeypatch.setattr(store_module, "COMPACT_AT", 3)
-    path = write_video(tmp_path / "v.avi", 10)
-    for _ in range(5):
-        writer = IndexCache(tmp_path / "store")
-        writer.rescan(path)
-        writer.close()
-    assert IndexStore(tmp_path / "store").segment_count() == 5
-    assert IndexCache(tmp_path / "store").get(path).frames == 10  # its first read merges them
-    assert IndexStore(tmp_path / "store").segment_count() == 1
+
+def test_a_read_only_store_is_read_and_never_written(tmp_path, monkeypatch, counted):
+    paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(2)]
+    store = tmp_path / "store"
+    made = IndexCache(store)
+    made.get(paths[0])
+    made.close()
+    before = (store / FILE_NAME).read_bytes()
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if mode & os.W_OK else real_access(path, mode))
+    counted.clear()
+    cache = IndexCache(store)
+    assert [cache.get(p).frames for p in paths] == [10, 11]
+    assert counted == [str(paths[1])] and cache._store.read_only  # the second is kept in memory only
+    cache.close()
+    assert (store / FILE_NAME).read_bytes() == before
+    assert sorted(os.listdir(store)) == [FILE_NAME]
 
 
 def test_the_command_line_indexes_a_tree_reports_what_does_not_seek_and_resumes(tmp_path, capsys, counted):
