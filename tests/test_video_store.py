@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.store_faults import campaign
+from benchmarks.store_scale import record_key, synthetic_record
 from parallel_loader.video import IndexCache, VideoIndex, read_clip
 from parallel_loader.video._base.facts import PACKETS, decode, encode
 from parallel_loader.video._base.keys import SourceKey, local_key
@@ -25,6 +28,7 @@ from parallel_loader.video._indexes import store as store_module
 from parallel_loader.video._indexes.packet_table import PacketTable
 from parallel_loader.video._indexes.store import FILE_NAME, PACKET_TABLE, IndexStore, Record
 
+from .helpers import join_all
 from .video_files import write_encoded_video, write_video
 
 REPO = Path(__file__).resolve().parent.parent
@@ -193,6 +197,43 @@ def test_two_processes_indexing_the_same_files_at_once_end_with_one_valid_entry_
     for record in tables:
         size, version, _, offset = Record.parse_entry(record.entry)
         assert len(PacketTable.decode(record.entry[offset:]).pos) == 8
+
+
+def test_writers_killed_while_writing_lose_only_what_they_had_not_finished(tmp_path):
+    """8 processes write 2,000 records each to one store; 3 are SIGKILLed at random moments (see the benchmark)."""
+    result = campaign(tmp_path / "store", writers=8, records=2_000, killed=3, seed=1)
+    assert result["killed"] == 3 and result["failed"] == 0
+    assert 5 * 2_000 <= result["finished"] < 8 * 2_000  # the 5 left finished; the 3 killed had not
+    assert result["lost"] == 0 and result["wrong"] == 0
+
+
+def test_threads_share_the_store_and_a_forked_child_opens_its_own_connection(tmp_path):
+    store = tmp_path / "store"
+    IndexStore(store).write(synthetic_record(k) for k in range(200))
+    cache = IndexCache(store)
+    index = cache.lookup(record_key(0))  # the parent opens its connection
+    found: dict[int, bool] = {}
+
+    def look_up(first: int) -> None:
+        for k in range(first, 200, 4):
+            found[k] = cache.lookup(record_key(k)) is not None
+
+    threads = [threading.Thread(target=look_up, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    join_all(threads)
+    assert len(found) == 200 and all(found.values())
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            cache.put(record_key(500), index)
+            code = 0 if cache._store._pid == os.getpid() and cache._store.writable else 1
+        finally:
+            os._exit(code)
+    assert os.waitpid(child, 0)[1] == 0
+    assert IndexCache(store).lookup(record_key(500)) is not None
+    assert cache.lookup(record_key(100)) is not None  # the parent's connection still works
 
 
 def test_a_million_entries_fit_the_documented_bound_without_eviction():

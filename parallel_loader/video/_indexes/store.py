@@ -140,6 +140,11 @@ class IndexStore:
         """Whether this process opened the store read-only (known after the first ``get`` or ``write``)."""
         return self._read_only
 
+    @property
+    def writable(self) -> bool:
+        """False once this process found it cannot write the store: opened read-only, or a write failed."""
+        return not (self._unusable or self._read_only or self._write_failed)
+
     def get(self, name: str) -> Record | None:
         """The newest record of ``name``, or None: never stored, or damaged (logged once)."""
         with self._lock:
@@ -264,7 +269,7 @@ class IndexStore:
 
 
 def _upsert(db: sqlite3.Connection, records: list[Record]) -> None:
-    """Write ``records`` in one transaction, all or none."""
+    """Write ``records`` in one transaction, all or none (the newest written of a name counts)."""
     rows: dict[str, list[tuple[bytes, int, int, bytes]]] = {"indexes": [], "packet_tables": []}
     for record in records:
         row = (_key(record.name), record.written_ns, zlib.crc32(record.entry), record.entry)
@@ -272,8 +277,8 @@ def _upsert(db: sqlite3.Connection, records: list[Record]) -> None:
     db.execute("BEGIN IMMEDIATE")  # takes the write lock now, so waiting for it honours the busy timeout
     try:
         for table, values in rows.items():
-            if values:
-                db.executemany(_UPSERT.format(table), values)
+            if values:  # in key order: neighbouring rows share B-tree pages, so a batch touches each page once
+                db.executemany(_UPSERT.format(table), sorted(values))
         db.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(sqlite3.Error):
