@@ -131,8 +131,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--lookups", type=int, default=10_000, help="random lookups (default 10,000)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", help="the store's folder, kept (default: a temporary one, removed)")
+    parser.add_argument(
+        "--lookups-only", action="store_true", help="only look up, in the store an earlier run left in --dir"
+    )
     add_out_argument(parser)
     args = parser.parse_args(argv)
+    if args.lookups_only and not (args.dir and (Path(args.dir) / FILE_NAME).is_file()):
+        parser.error("--lookups-only needs --dir holding a store an earlier run wrote")
     folder = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="store_scale-"))
     try:
         return _run(args, folder)
@@ -142,29 +147,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def _run(args: Any, folder: Path) -> dict[str, Any]:
-    directory = str(folder)
-    fork = multiprocessing.get_context("fork")
-    started = time.perf_counter()
-    writers = [
-        fork.Process(target=_write_share, args=(directory, w, args.writers, args.records, args.batch))
-        for w in range(args.writers)
-    ]
-    for writer in writers:
-        writer.start()
-    for writer in writers:
-        writer.join()
-    if any(w.exitcode != 0 for w in writers):
-        raise SystemExit(f"a writer failed: exit codes {[w.exitcode for w in writers]}")
-    write_s = time.perf_counter() - started
+    write_s, put_us = _write(args, str(folder)) if not args.lookups_only else (float("nan"), float("nan"))
     size = sum(f.stat().st_size for f in folder.iterdir() if f.name.startswith(FILE_NAME))
-    queue = fork.Queue()
-    putter = fork.Process(target=_put_one_by_one, args=(directory, args.records, args.puts, queue))
-    putter.start()
-    put_us = queue.get() * 1e6
-    putter.join()
     spawn = multiprocessing.get_context("spawn")
     queue = spawn.Queue()
-    reader = spawn.Process(target=_look_up, args=(directory, args.records, args.lookups, args.seed, queue))
+    reader = spawn.Process(target=_look_up, args=(str(folder), args.records, args.lookups, args.seed, queue))
     reader.start()
     read, wrong = queue.get(), queue.get()
     reader.join()
@@ -185,6 +172,29 @@ def _run(args: Any, folder: Path) -> dict[str, Any]:
     print(format_table(["measure", "value"], rows))
     fields = {"write_s": write_s, "bytes": size, "put_us": put_us, **read, "wrong": wrong}
     return write_report(args, "store_scale", fields)
+
+
+def _write(args: Any, directory: str) -> tuple[float, float]:
+    """Write the store with ``args.writers`` processes, then put ``args.puts`` more: (seconds, us a put)."""
+    fork = multiprocessing.get_context("fork")
+    started = time.perf_counter()
+    writers = [
+        fork.Process(target=_write_share, args=(directory, w, args.writers, args.records, args.batch))
+        for w in range(args.writers)
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    if any(w.exitcode != 0 for w in writers):
+        raise SystemExit(f"a writer failed: exit codes {[w.exitcode for w in writers]}")
+    write_s = time.perf_counter() - started
+    queue = fork.Queue()
+    putter = fork.Process(target=_put_one_by_one, args=(directory, args.records, args.puts, queue))
+    putter.start()
+    put_us = queue.get() * 1e6
+    putter.join()
+    return write_s, put_us
 
 
 if __name__ == "__main__":

@@ -331,6 +331,19 @@ def test_an_earlier_layouts_segments_are_carried_over_once(tmp_path, counted, ca
     assert counted == [] and caplog.records == []
 
 
+def test_a_file_that_is_no_database_leaves_indexes_in_memory_with_one_warning(tmp_path, counted, caplog):
+    path = write_video(tmp_path / "v.avi", 10)
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / FILE_NAME).write_bytes(b"not a database" * 500)
+    cache = IndexCache(store)
+    assert cache.get(path).frames == 10 and cache.get(path).frames == 10
+    assert counted == [str(path)]  # made once, then held in memory
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "cannot open the video index store" in warning and "kept in memory only" in warning
+    assert (store / FILE_NAME).read_bytes() == b"not a database" * 500
+
+
 def test_a_read_only_store_is_read_and_never_written(tmp_path, monkeypatch, counted):
     paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(2)]
     store = tmp_path / "store"
