@@ -344,6 +344,25 @@ def test_a_file_that_is_no_database_leaves_indexes_in_memory_with_one_warning(tm
     assert (store / FILE_NAME).read_bytes() == b"not a database" * 500
 
 
+def test_on_a_network_file_system_the_store_keeps_a_rollback_journal_not_wal(tmp_path, monkeypatch):
+    """NFS gives no shared memory across hosts, which WAL needs; a rollback journal needs only file locks."""
+    assert store_module.file_system(tmp_path) not in store_module.NETWORK_FILE_SYSTEMS  # this test's own disk
+    monkeypatch.setattr(store_module, "file_system", lambda path: "nfs4")
+    store = IndexStore(tmp_path / "store")
+    store.write(synthetic_record(k) for k in range(10))
+    assert store.get(record_key(3).slot) == store.get(record_key(3).slot) is not None
+    with contextlib.closing(sqlite3.connect(tmp_path / "store" / FILE_NAME)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    store.close()
+    assert sorted(os.listdir(tmp_path / "store")) == [FILE_NAME]  # no -wal, no -shm
+    monkeypatch.setattr(store_module, "file_system", lambda path: "ext4")
+    again = IndexStore(tmp_path / "store")  # a local disk again: WAL
+    assert again.get(record_key(3).slot).entry == store.get(record_key(3).slot).entry
+    with contextlib.closing(sqlite3.connect(tmp_path / "store" / FILE_NAME)) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    again.close()
+
+
 def test_a_read_only_store_is_read_and_never_written(tmp_path, monkeypatch, counted):
     paths = [write_video(tmp_path / f"v{k}.avi", 10 + k) for k in range(2)]
     store = tmp_path / "store"

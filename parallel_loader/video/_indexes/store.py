@@ -17,8 +17,10 @@ Why SQLite: it is in the standard library, kept well, and serves each case.
 - A damaged record: each entry's CRC-32 is checked on every read. A mismatch, or
   ``sqlite3.DatabaseError``, reads as "not indexed": the index is made again and
   written over the damaged row. It is logged once per process.
-- Several hosts: WAL needs shared memory and working locks, which network file
-  systems do not give. Keep one store per host, or make one ahead with
+- Several hosts: WAL needs shared memory, which network file systems do not
+  give. On one (``NETWORK_FILE_SYSTEMS``, read from ``/proc/mounts``) the store
+  uses a rollback journal instead, which needs only file locks. Those are not
+  reliable on every server: keep one store per host, or make one ahead with
   ``python -m parallel_loader.video.index`` and share it read-only.
 - A store this process cannot write (a read-only folder or file) is opened
   read-only and immutable. Indexes made then are kept in memory only.
@@ -49,13 +51,17 @@ from .._base.facts import get_varint, put_varint
 from .._base.keys import SourceKey
 from . import segments
 
-__all__ = ["BUSY_S", "FILE_NAME", "PACKET_TABLE", "IndexStore", "Record"]
+__all__ = ["BUSY_S", "FILE_NAME", "NETWORK_FILE_SYSTEMS", "PACKET_TABLE", "IndexStore", "Record", "file_system"]
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "indexes-v3.sqlite"  # bump the number when the schema or the entry changes: an older one is left alone
 PACKET_TABLE = "\x00packets"  # ends the name of a local file's packet table (a NUL is in no path)
 BUSY_S = 60.0  # how long a writer waits for the others before giving up on a write
+# File system types (as /proc/mounts names them) whose hosts share no memory: no WAL there.
+NETWORK_FILE_SYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "9p", "afs"}
+)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS indexes (
     name BLOB PRIMARY KEY, written_ns INTEGER NOT NULL, crc INTEGER NOT NULL, entry BLOB NOT NULL
@@ -228,8 +234,10 @@ class IndexStore:
         db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
         try:
             db.create_function("crc32", 1, zlib.crc32, deterministic=True)
-            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                db.execute("PRAGMA journal_mode=WAL")
+            kind = file_system(self.directory)
+            journal = "delete" if kind in NETWORK_FILE_SYSTEMS or kind.startswith("fuse.") else "wal"
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != journal:
+                db.execute(f"PRAGMA journal_mode={journal}")
             db.execute("PRAGMA synchronous=NORMAL")
             db.executescript(_SCHEMA)
             self._carry_over(db)
@@ -284,6 +292,25 @@ def _upsert(db: sqlite3.Connection, records: list[Record]) -> None:
         with contextlib.suppress(sqlite3.Error):
             db.execute("ROLLBACK")
         raise
+
+
+def file_system(path: str | os.PathLike[str]) -> str:
+    """The type of the file system holding ``path``, as ``/proc/mounts`` names it ("" where unknown)."""
+    target = os.path.realpath(path)
+    found, longest = "", -1
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and len(point) > longest:
+                    found, longest = fields[2], len(point)
+    except OSError:  # not Linux
+        return ""
+    return found
 
 
 def _table(name: str) -> str:
