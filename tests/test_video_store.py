@@ -236,6 +236,21 @@ def test_threads_share_the_store_and_a_forked_child_opens_its_own_connection(tmp
     assert cache.lookup(record_key(100)) is not None  # the parent's connection still works
 
 
+def test_a_packet_table_that_left_memory_is_taken_from_the_store_again_unless_forgotten(tmp_path):
+    one = write_encoded_video(tmp_path / "one.mp4", 8, codec="libx264", gop=4, b_frames=2, size=(16, 16))
+    two = tmp_path / "two.mp4"
+    two.write_bytes(one.read_bytes())
+    writer = IndexCache(tmp_path / "store")
+    assert writer.get_with_table(one)[1] is not None and writer.get_with_table(two)[1] is not None
+    small = IndexCache(tmp_path / "store", max_table_bytes=writer.table_memory // 2)  # room for one table
+    assert small.get_with_table(one)[1] is not None and small.get_with_table(two)[1] is not None
+    assert len(small._tables) == 1  # the first table left memory
+    assert small.get_with_table(one)[1] is not None  # from the store again
+    small.forget_table(one)
+    assert small.get_with_table(one)[1] is None  # forgotten: not taken from the store again
+    assert IndexCache(tmp_path / "store").get_with_table(one)[1] is not None  # another cache still finds it
+
+
 def test_a_million_entries_fit_the_documented_bound_without_eviction():
     """1,000,000 synthetic entries (Kinetics-like: 300 frames, 5 keyframes, a 63-character path), no video."""
     cache = IndexCache(None)
