@@ -22,6 +22,7 @@ from benchmarks import (
     feed_vs_queue,
     queue_overhead,
     startup,
+    store_scale,
     sweep,
     video_cold,
     video_decode,
@@ -58,6 +59,16 @@ def test_queue_overhead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert len(result["fifo"]) == len(result["queue"]) == len(result["ratios"]) == 2
     assert all(_finite(x) for x in result["fifo"] + result["queue"])
     assert json.loads((tmp_path / "queue_overhead.json").read_text())["results"][0]["max_len"] == 4
+
+
+def test_store_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--records", "2000", "--batch", "300", "--puts", "50", "--lookups", "200", "--out", str(tmp_path)]
+    report = store_scale.main(argv)
+    assert report["wrong"] == 0 and report["bytes"] > 0
+    assert all(_finite(report[k]) for k in ("write_s", "put_us", "first_ms", "lookups_s", "threads_s"))
+    out = capsys.readouterr().out
+    assert "2,000 synthetic records written by 4 processes" in out and "first lookup, ms" in out
+    assert (tmp_path / "store_scale.json").exists()
 
 
 def test_epoch_boundary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

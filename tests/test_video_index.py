@@ -29,8 +29,10 @@ from parallel_loader.video._base.keys import local_key
 from parallel_loader.video._indexes import cache as index_module
 from parallel_loader.video._indexes import packets as packet_index
 from parallel_loader.video._indexes import scan as scan_module
+from parallel_loader.video._indexes.store import FILE_NAME, IndexStore
 from parallel_loader.video._media import clip as decode_module
 
+from .test_video_store import damage_entry
 from .video_files import FRAME_STEP, overstate_frame_count, pack_b_frames, truncate, write_encoded_video
 
 N = 64  # frames per file: frame i has red 4 * i, so every frame's index shows in its pixels
@@ -195,7 +197,7 @@ def test_the_index_is_kept_on_disk_and_rebuilt_when_the_file_changes(videos, tmp
     monkeypatch.setattr(index_module, "make_index", counting)
     first = IndexCache(tmp_path / "cache").get(path)
     assert len(scans) == 1
-    assert len(list((tmp_path / "cache").glob("*/*.seg"))) == 1
+    assert (tmp_path / "cache" / FILE_NAME).is_file()
     again = IndexCache(tmp_path / "cache").get(path)  # a second run: read from disk
     assert len(scans) == 1
     assert (again.frames, again.keyframes, again.seekable) == (first.frames, first.keyframes, True)
@@ -208,8 +210,7 @@ def test_the_index_is_kept_on_disk_and_rebuilt_when_the_file_changes(videos, tmp
     path.write_bytes(videos["mjpeg"].read_bytes())  # replaced: scanned again, and the new facts kept
     assert list(IndexCache(tmp_path / "cache").get(path).keyframes) == list(range(N))
     assert len(scans) == 3
-    for segment in (tmp_path / "cache").glob("*/*.seg"):  # a damaged store is ignored and written again
-        segment.write_bytes(segment.read_bytes().replace(b"VIX1", b"XXXX"))
+    damage_entry(tmp_path / "cache", str(path))  # a damaged entry is ignored and written again
     assert IndexCache(tmp_path / "cache").get(path).frames == N
     assert len(scans) == 4
     assert list(IndexCache(tmp_path / "cache").get(path).keyframes) == list(range(N))
@@ -390,9 +391,9 @@ def test_a_read_error_while_checking_seeks_is_raised_and_nothing_is_stored(video
     monkeypatch.setattr(scan_module, "open_video", FlakyReads(scan_module.open_video, failures))
     with pytest.raises(VideoDecodeError, match=r"xvid\.avi: cannot be read or decoded after a seek to frame \d+"):
         cache.rescan(path)
-    assert not failures and len(cache) == 0 and not list(tmp_path.rglob("*.seg"))
+    assert not failures and len(cache) == 0 and IndexStore(tmp_path).names() == []
     assert cache.rescan(path).seekable  # the next try makes the index
-    assert len(IndexCache(tmp_path)._store.read_new()) == 1
+    assert IndexStore(tmp_path).names() == [str(path)]
 
 
 # The packet index: made without decoding where the packets tell, checked on every read.

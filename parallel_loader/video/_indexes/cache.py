@@ -9,11 +9,10 @@ that its clip comes from the same pass.
 
 Indexes are kept by default in memory, up to ``max_bytes`` (least recently used
 first out). They are also kept in a store on disk (``store``), in a per-user
-cache directory. So a second run, every worker of a multi-worker job and every
-host that shares the directory find them made. An index is keyed by the file's
-absolute path, size and modification time: a changed file is indexed again.
-``python -m parallel_loader.video.index ROOT_OR_LIST`` makes a data set's indexes ahead of time.
-See :doc:`/video/indexes`.
+cache directory: a second run and every worker find them made. A miss in memory
+looks up that one name in the store. An index is keyed by the file's absolute
+path, size and modification time: a changed file is indexed again. ``python -m
+parallel_loader.video.index ROOT_OR_LIST`` makes indexes ahead. See :doc:`/video/indexes`.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from .header import index_object
 from .make import make_index
 from .packet_table import PacketTable, kept_table
 from .scan import not_seekable_warning, scan
-from .store import IndexStore, Record
+from .store import PACKET_TABLE, IndexStore, Record
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -62,9 +61,8 @@ ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to
 DEFAULT_MAX_BYTES = 512 << 20
 # 256 MiB: the packet tables of about 290,000 ten-second files at 30 frames a second (~935 bytes each).
 DEFAULT_MAX_TABLE_BYTES = 256 << 20
-_TABLE = "\x00packets"  # ends the slot of a local file's packet table (a NUL is in no path)
+_TABLE = PACKET_TABLE  # ends the slot of a local file's packet table
 _SLOT_BYTES = 120  # what an entry costs beyond its name and bytes: the table's slot and its LRU link
-_REFRESH_S = 1.0  # the least time between two reads of what other writers added to the store
 _OFF = ("", "0", "off", "none", "false", "no")
 
 
@@ -105,7 +103,8 @@ class IndexCache:
     about 310 bytes. Irregular timestamps add 1 to 2 bytes a frame. So the
     default 512 MiB holds about 1.7 million such files (tested with 1,000,000).
     Past ``max_bytes`` the least recently used entries leave memory. They are
-    made again (from packets: a few milliseconds) if asked for.
+    found again in the store (one row read) or made again (from packets: a few
+    milliseconds) if asked for.
 
     A local file indexed from its container's tables also keeps its packet
     table. A later read then decodes its clip without opening the file
@@ -116,7 +115,7 @@ class IndexCache:
 
     Args:
         directory: where to keep indexes between runs and share them with other
-            processes and hosts (created when needed). By default it is the
+            processes (created when needed). By default it is the
             per-user cache directory, or ``$PARALLEL_LOADER_VIDEO_INDEX`` (see
             ``default_directory``). ``None`` keeps them in memory only.
         max_bytes: the memory the entries may take.
@@ -150,7 +149,7 @@ class IndexCache:
         self._table_bytes = 0
         self._evicted = 0
         self._reported: set[str] = set()  # files already named in a log line as not seekable
-        self._refreshed = -float("inf")  # time.monotonic() of the last read of the store
+        self._forgotten: set[str] = set()  # packet tables found misleading: not taken from the store again
 
     def get(
         self,
@@ -223,8 +222,7 @@ class IndexCache:
     def lookup(self, key: SourceKey) -> VideoIndex | None:
         """The index kept for exactly this version of a file, or None (nothing is made)."""
         index = self._held(key)
-        if index is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
-            self._refresh()
+        if index is None and self._fetch(key.slot):
             index = self._held(key)
         if index is not None:
             self._report(key, index)
@@ -239,8 +237,7 @@ class IndexCache:
         """
         name = url_name(name) if is_url(name) else name
         found = self._newest(name, stream)
-        if found is None and self._store is not None and time.monotonic() - self._refreshed >= _REFRESH_S:
-            self._refresh()
+        if found is None and self._fetch(stream_slot(name, stream)):
             found = self._newest(name, stream)
         return found
 
@@ -258,8 +255,9 @@ class IndexCache:
             self._insert(records[0].name, records[0].entry)
             if table is not None:
                 self._insert_table(records[1].name, records[1].entry)
+                self._forgotten.discard(records[1].name)
         if self._store is not None:
-            self._store.append(records)
+            self._store.write(records)
         self._report(key, index)
 
     def distrust(self, path: str | os.PathLike[str], reason: str, stream: int | None = None) -> None:
@@ -268,9 +266,10 @@ class IndexCache:
         self.put(key, self.get(path, stream=stream).distrusted(reason))
 
     def forget_table(self, path: str | os.PathLike[str], stream: int | None = None) -> None:
-        """Drop a file's packet table from memory (a read found it misleading): its reads go through FFmpeg."""
+        """Drop a file's packet table (a read found it misleading), and never take it from the store again."""
         slot = source_key(path).of_stream(stream).slot + _TABLE
         with self._lock:
+            self._forgotten.add(slot)
             entry = self._tables.pop(slot, None)
             if entry is not None:
                 self._table_bytes -= _charge(slot, entry)
@@ -285,7 +284,7 @@ class IndexCache:
             self._reported.clear()
 
     def close(self) -> None:
-        """Close this cache's segment of the store (a later write opens a new one)."""
+        """Close this process's connection to the store (a later lookup or write opens it again)."""
         if self._store is not None:
             self._store.close()
 
@@ -315,12 +314,18 @@ class IndexCache:
     def __repr__(self) -> str:
         return f"<IndexCache directory={self.directory} entries={len(self)} bytes={self.memory}>"
 
-    def _held(self, key: SourceKey) -> VideoIndex | None:
+    def _entry(self, entries: OrderedDict[str, bytes], slot: str) -> bytes | None:
+        """The entry held for ``slot``, now the most recently used, or None."""
         with self._lock:
-            entry = self._entries.get(key.slot)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key.slot)
+            entry = entries.get(slot)
+            if entry is not None:
+                entries.move_to_end(slot)
+            return entry
+
+    def _held(self, key: SourceKey) -> VideoIndex | None:
+        entry = self._entry(self._entries, key.slot)
+        if entry is None:
+            return None
         try:
             size, version, _, offset = Record.parse_entry(entry)
             if (size, version) != (key.size, key.version):
@@ -332,23 +337,20 @@ class IndexCache:
 
     def _held_table(self, key: SourceKey) -> PacketTable | None:
         slot = key.slot + _TABLE
-        with self._lock:
-            entry = self._tables.get(slot)
-            if entry is None:
-                return None
-            self._tables.move_to_end(slot)
+        entry = self._entry(self._tables, slot)
+        if entry is None and self.max_table_bytes and slot not in self._forgotten and self._fetch(slot):
+            entry = self._entry(self._tables, slot)
+        if entry is None:
+            return None
         size, version, _, offset = Record.parse_entry(entry)
         if (size, version) != (key.size, key.version):
             return None  # of an older version of the file
         return kept_table(entry[offset:])
 
     def _newest(self, name: str, stream: int | None) -> tuple[SourceKey, VideoIndex, bytes] | None:
-        slot = stream_slot(name, stream)
-        with self._lock:
-            entry = self._entries.get(slot)
-            if entry is None:
-                return None
-            self._entries.move_to_end(slot)
+        entry = self._entry(self._entries, stream_slot(name, stream))
+        if entry is None:
+            return None
         try:
             size, version, _, offset = Record.parse_entry(entry)
             index, end = decode_with_end(entry, offset)
@@ -357,17 +359,17 @@ class IndexCache:
             return None
         return SourceKey(name, size, version, stream), index, entry[end:]
 
-    def _refresh(self) -> None:
-        """Take what other writers (and earlier runs) added to the store."""
-        assert self._store is not None
-        records = self._store.read_new()
+    def _fetch(self, slot: str) -> bool:
+        """Take ``slot``'s record from the store into memory, unless memory holds a newer one; False if none."""
+        record = None if self._store is None else self._store.get(slot)
+        if record is None:
+            return False
+        entries, insert = (self._tables, self._insert_table) if slot.endswith(_TABLE) else (self._entries, self._insert)
         with self._lock:
-            self._refreshed = time.monotonic()
-            for record in records:
-                table = record.name.endswith(_TABLE)
-                kept = (self._tables if table else self._entries).get(record.name)
-                if kept is None or Record.parse_entry(kept)[2] <= record.written_ns:
-                    (self._insert_table if table else self._insert)(record.name, record.entry)
+            kept = entries.get(slot)
+            if kept is None or Record.parse_entry(kept)[2] <= record.written_ns:
+                insert(slot, record.entry)
+        return True
 
     def _insert(self, name: str, entry: bytes) -> None:
         """Hold ``entry`` for ``name``; drop the least recently used beyond ``max_bytes``. Caller holds the lock."""

@@ -1,64 +1,83 @@
-"""Video indexes on disk, shared by every process and host that reads the same directory: append-only segments.
+"""Video indexes on disk, shared by every process that reads the same directory: one SQLite database, read per file.
 
-Layout: ``<directory>/v2/*.seg``, a handful of files whatever the number of
-videos (no file per video). Each writer (one ``IndexStore`` in one process)
-appends to a segment of its own. The segment is named after its host, process
-id and a random tag. So no two writers ever write the same file. Readers read
-every segment. Each record is written with one ``write`` call, framed as::
+Layout: ``<directory>/indexes-v3.sqlite`` (with its ``-wal`` and ``-shm`` files
+while open). Two tables, ``indexes`` and ``packet_tables``, each keyed by a
+record's name: a file's path or URL and its stream (``keys.stream_slot``). A
+row holds the entry (``Record.entry_of``), its CRC-32 and the time it was
+written. A lookup reads that one row, so nothing is read whole: a process's
+first lookup costs opening the database and one B-tree descent.
 
-    b"VIX1" | payload length (u32 LE) | CRC-32 of the payload (u32 LE) | payload
+Why SQLite: it is in the standard library, kept well, and serves each case.
 
-A reader never trusts a record cut short, or one whose checksum fails. It skips
-it, and the index is made again. A record is cut short when its writer was
-killed while writing, or is still writing. A checksum fails on a damaged disk
-block, or a network file system's stale page.
+- Several writers on a host: WAL mode lets readers run while one writer commits.
+  Writers wait for each other up to ``BUSY_S`` (``busy_timeout``).
+- A writer killed mid-write: a transaction is all or nothing, so only records it
+  had not committed are lost. ``synchronous=NORMAL`` may lose the last commits on
+  a power cut, never the database.
+- A damaged record: each entry's CRC-32 is checked on every read. A mismatch, or
+  ``sqlite3.DatabaseError``, reads as "not indexed": the index is made again and
+  written over the damaged row. It is logged once per process.
+- Several hosts: WAL needs shared memory, which network file systems do not
+  give. On one (``NETWORK_FILE_SYSTEMS``, read from ``/proc/mounts``) the store
+  uses a rollback journal instead, which needs only file locks. Those are not
+  reliable on every server: keep one store per host, or make one ahead with
+  ``python -m parallel_loader.video.index`` and share it read-only.
+- A store this process cannot write (a read-only folder or file) is opened
+  read-only and immutable. Indexes made then are kept in memory only.
 
-The payload (``Record``) holds the source's key (name, size, version), the
-time it was written, and the index in ``_base.facts``' binary form. A payload
-takes about 50 to 100 bytes for a file with evenly spaced timestamps.
+Several records may name the same file: two workers indexed it at once, or the
+file changed. The newest written counts. The cache ignores one whose size or
+version is not the file's now: it is stale.
 
-Several records may name the same file. Two workers indexed it at once, the
-file changed, or a read found its seeks not exact. The newest written counts.
-The cache ignores one whose size or version is not the file's now: it is stale.
-
-Segments pile up, a new one per process and run. So ``compact`` merges those
-no writer holds anymore into one, keeping the newest record per file. A writer
-holds its segment by an exclusive ``flock``. It takes the lock when it creates
-the segment, and the system drops it when the process ends. Nothing here decodes.
-See :doc:`/video/indexes`.
+The earlier layout's segments (``segments``, ``v2/*.seg``) are read once, at the
+first open that can write, and carried over; their folder is then renamed
+``v2.carried-over``. Nothing here decodes. See :doc:`/video/indexes`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import logging
 import os
 import secrets
-import socket
-import struct
+import sqlite3
 import threading
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .._base.facts import get_varint, put_varint
 from .._base.keys import SourceKey
+from . import segments
 
-__all__ = ["IndexStore", "Record"]
+__all__ = ["BUSY_S", "FILE_NAME", "NETWORK_FILE_SYSTEMS", "PACKET_TABLE", "IndexStore", "Record", "file_system"]
 
 log = logging.getLogger(__name__)
 
-# Bump when the framing or the payload changes: an older layout is left alone, unread.
-# v2: a record's name names its stream (``keys.stream_slot``), and the default stream is FFmpeg's best.
-_LAYOUT = "v2"
-_MAGIC = b"VIX1"
-_HEADER = struct.Struct("<4sII")  # magic, payload length, CRC-32 of the payload
-_MAX_PAYLOAD = 1 << 24  # a longer length is a damaged header, not a record
-_RECORD_VERSION = 1
-COMPACT_AT = 32  # segments no writer holds, beyond which a read merges them
+FILE_NAME = "indexes-v3.sqlite"  # bump the number when the schema or the entry changes: an older one is left alone
+PACKET_TABLE = "\x00packets"  # ends the name of a local file's packet table (a NUL is in no path)
+BUSY_S = 60.0  # how long a writer waits for the others before giving up on a write
+# File system types (as /proc/mounts names them) whose hosts share no memory: no WAL there.
+NETWORK_FILE_SYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "9p", "afs"}
+)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS indexes (
+    name BLOB PRIMARY KEY, written_ns INTEGER NOT NULL, crc INTEGER NOT NULL, entry BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS packet_tables (
+    name BLOB PRIMARY KEY, written_ns INTEGER NOT NULL, crc INTEGER NOT NULL, entry BLOB NOT NULL
+);
+"""
+# An index is ~100 bytes: WITHOUT ROWID keeps it in the key's B-tree. A packet table is KBs: a rowid table.
+# A newer record replaces the row; so does any record, where the row's checksum fails.
+_UPSERT = """
+INSERT INTO {0} (name, written_ns, crc, entry) VALUES (?, ?, ?, ?)
+ON CONFLICT (name) DO UPDATE SET written_ns = excluded.written_ns, crc = excluded.crc, entry = excluded.entry
+WHERE excluded.written_ns >= {0}.written_ns OR crc32({0}.entry) != {0}.crc
+"""
+_SELECT = "SELECT written_ns, crc, entry FROM {0} WHERE name = ?"
 
 
 @dataclass(frozen=True)
@@ -99,210 +118,205 @@ class Record:
             raise ValueError("an index entry cut short") from None
         return size, version, written_ns, pos
 
-    def payload(self) -> bytes:
-        out = bytearray([_RECORD_VERSION])
-        name = self.name.encode("utf-8", "surrogateescape")
-        put_varint(out, len(name))
-        out += name
-        return bytes(out) + self.entry
-
-    @classmethod
-    def from_payload(cls, payload: bytes) -> Record:
-        """Raises ``ValueError`` for a payload of another version or cut short."""
-        if not payload or payload[0] != _RECORD_VERSION:
-            raise ValueError("an index record of another version")
-        try:
-            length, pos = get_varint(payload, 1)
-        except IndexError:
-            raise ValueError("an index record cut short") from None
-        name = payload[pos : pos + length].decode("utf-8", "surrogateescape")
-        entry = payload[pos + length :]
-        return cls(name, entry, cls.parse_entry(entry)[2])
-
 
 class IndexStore:
-    """Append-only segment files under ``directory`` (see the module docstring). Thread-safe.
+    """The SQLite store under ``directory`` (see the module docstring). Thread-safe; each process opens its own.
+
+    The database is opened at the first ``get`` or ``write`` in a process. A
+    forked child opens its own connection and never touches its parent's.
 
     Args:
-        directory: the store's directory, created when first written.
+        directory: the store's directory, created when first opened.
     """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory).expanduser()
-        self._segments = self.directory / _LAYOUT
-        # Held while appending or reading new records: guards the fields below.
+        self.path = self.directory / FILE_NAME
+        # Held while using the connection: one connection serves every thread of a process.
         self._lock = threading.Lock()
-        self._fd: int | None = None  # this writer's segment, opened at the first append
-        self._pid = 0  # the process that opened it: a forked child opens its own
-        self._own = ""  # its file name
-        self._read: dict[str, int] = {}  # segment file name -> bytes already read
-        self._failed = False  # appending failed once (read-only, full): warned, not tried again
+        self._db: sqlite3.Connection | None = None
+        self._pid = 0  # the process that opened it
+        self._read_only = False  # opened read-only: writes are dropped
+        self._unusable = False  # cannot be opened: warned once, kept in memory only
+        self._write_failed = False  # a write failed (disk full, locked too long): warned once, not tried again
+        self._warned_damage = False
 
-    def append(self, records: Iterable[Record]) -> None:
-        """Append records to this writer's segment, each with one ``write``; a failure is logged once."""
-        data = b"".join(_frame(r.payload()) for r in records)
-        if not data:
+    @property
+    def read_only(self) -> bool:
+        """Whether this process opened the store read-only (known after the first ``get`` or ``write``)."""
+        return self._read_only
+
+    @property
+    def writable(self) -> bool:
+        """False once this process found it cannot write the store: opened read-only, or a write failed."""
+        return not (self._unusable or self._read_only or self._write_failed)
+
+    def get(self, name: str) -> Record | None:
+        """The newest record of ``name``, or None: never stored, or damaged (logged once)."""
+        with self._lock:
+            db = self._connection()
+            if db is None:
+                return None
+            try:
+                row = db.execute(_SELECT.format(_table(name)), (_key(name),)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                self._damaged(exc)
+                return None
+        if row is None:
+            return None
+        written_ns, crc, entry = row
+        if not isinstance(entry, bytes) or zlib.crc32(entry) != crc:
+            self._damaged(f"the entry of {name!r} fails its checksum")
+            return None
+        return Record(name, entry, written_ns)
+
+    def write(self, records: Iterable[Record]) -> None:
+        """Write records in one transaction (a newer record of a name replaces it); a failure is logged once."""
+        records = list(records)
+        if not records:
             return
         with self._lock:
-            if self._failed:
+            db = self._connection()
+            if db is None or self._read_only or self._write_failed:
                 return
             try:
-                fd = self._segment()
-                written = os.write(fd, data)
-                if written != len(data):  # a short write (disk full): the rest goes to a new segment
-                    raise OSError(errno.ENOSPC, f"wrote {written} of {len(data)} bytes")
-            except OSError as exc:
-                self._failed = True
-                log.warning("cannot write video indexes to %s (%s); they are kept in memory only", self.directory, exc)
+                _upsert(db, records)
+            except sqlite3.Error as exc:
+                self._write_failed = True
+                log.warning("cannot write video indexes to %s (%s); they are kept in memory only", self.path, exc)
 
-    def read_new(self) -> list[Record]:
-        """The valid records appended to any segment since this store last read it (all of them, the first time)."""
+    def names(self) -> list[str]:
+        """Every stored name, indexes and packet tables: for tests and tools, it reads the whole key set."""
         with self._lock:
-            found: list[Record] = []
-            names = self._segment_names()
-            for name in names:
-                start = self._read.get(name, 0)
-                try:
-                    with open(self._segments / name, "rb") as file:
-                        file.seek(start)
-                        data = file.read()
-                except FileNotFoundError:  # merged away since listed: its records are in the merged segment
-                    continue
-                except OSError as exc:
-                    log.debug("cannot read the video index segment %s: %s", name, exc)
-                    continue
-                used = 0
-                for record, end in _records(data, name):
-                    used = end
-                    if record is not None:
-                        found.append(record)
-                self._read[name] = start + used
-            for gone in set(self._read) - set(names):
-                del self._read[gone]
-        if len(names) > COMPACT_AT:
-            self.compact()
-        return found
-
-    def compact(self) -> int:
-        """Merge the segments no writer holds into one, newest record per file; return how many were merged."""
-        held: list[tuple[str, int]] = []
-        try:
-            for name in self._segment_names():
-                if name == self._own:
-                    continue
-                try:
-                    fd = os.open(self._segments / name, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError:  # a writer holds it (or this file system has no locks): leave it
-                    os.close(fd)
-                    continue
-                held.append((name, fd))
-            if len(held) < 2:
-                return 0
-            newest: dict[str, Record] = {}
-            for name, fd in held:
-                with os.fdopen(os.dup(fd), "rb") as file:
-                    data = file.read()
-                for record, _ in _records(data, name):
-                    if record is not None:
-                        kept = newest.get(record.name)
-                        if kept is None or record.written_ns >= kept.written_ns:
-                            newest[record.name] = record
-            merged = self._segments / f"merged-{_writer_tag()}.seg"
-            temporary = merged.with_suffix(".tmp")
-            with open(temporary, "wb") as file:
-                file.write(b"".join(_frame(r.payload()) for r in newest.values()))
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, merged)  # the merged segment first: a record is never missing, only twice
-            for name, _ in held:
-                (self._segments / name).unlink(missing_ok=True)
-            return len(held)
-        except OSError as exc:
-            log.debug("cannot compact the video index store %s: %s", self.directory, exc)
-            return 0
-        finally:
-            for _, fd in held:
-                os.close(fd)  # drops the lock
-
-    def segment_count(self) -> int:
-        return len(self._segment_names())
+            db = self._connection()
+            if db is None:
+                return []
+            rows = db.execute("SELECT name FROM indexes UNION ALL SELECT name FROM packet_tables").fetchall()
+        return [bytes(n).decode("utf-8", "surrogateescape") for (n,) in rows]
 
     def close(self) -> None:
-        """Close this writer's segment (a later append opens a new one)."""
+        """Close this process's connection (a later call opens it again)."""
         with self._lock:
-            if self._fd is not None and self._pid == os.getpid():
-                os.close(self._fd)
-            self._fd = None
+            if self._db is not None and self._pid == os.getpid():
+                self._db.close()
+            self._db = None
 
-    def _segment(self) -> int:
-        """This writer's segment, created and locked the first time (and again in a forked child)."""
-        if self._fd is not None and self._pid == os.getpid():
-            return self._fd
-        self._segments.mkdir(parents=True, exist_ok=True)
-        tag = _writer_tag()
-        self._own = f"{tag}.seg"
-        creating = self._segments / f"{tag}.new"  # not a segment yet: compact does not see it unlocked
-        fd = os.open(creating, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-        # "A writer holds it", for compact. On a file system without locks compact cannot
-        # lock this segment either, and leaves it.
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    def _connection(self) -> sqlite3.Connection | None:
+        """This process's connection, opened the first time (and again in a forked child). Caller holds the lock."""
+        if self._db is not None and self._pid == os.getpid():
+            return self._db
+        self._db = None  # a parent's connection: never used across a fork
+        if self._unusable:
+            return None
         try:
-            os.rename(creating, self._segments / self._own)
-        except OSError:
-            os.close(fd)
+            self._db = self._open()
+        except (OSError, sqlite3.Error) as exc:
+            self._unusable = True
+            log.warning("cannot open the video index store %s (%s); indexes are kept in memory only", self.path, exc)
+            return None
+        self._pid = os.getpid()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        with contextlib.suppress(OSError):  # a read-only store's folder may exist and refuse this
+            self.directory.mkdir(parents=True, exist_ok=True)
+        exists = self.path.exists()
+        writable = os.access(self.directory, os.W_OK | os.X_OK) and (not exists or os.access(self.path, os.W_OK))
+        if not writable:
+            if not exists:
+                raise OSError(f"{self.directory} cannot be written and holds no store")
+            # WAL needs a writable -shm file to read; a store nobody may write cannot change under us.
+            uri = f"{self.path.resolve().as_uri()}?mode=ro&immutable=1"
+            db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            self._read_only = True
+            log.info("the video index store %s is read-only: indexes made now are kept in memory only", self.path)
+            return db
+        db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
+        try:
+            db.create_function("crc32", 1, zlib.crc32, deterministic=True)
+            kind = file_system(self.directory)
+            journal = "delete" if kind in NETWORK_FILE_SYSTEMS or kind.startswith("fuse.") else "wal"
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != journal:
+                db.execute(f"PRAGMA journal_mode={journal}")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+            self._carry_over(db)
+        except BaseException:
+            db.close()
             raise
-        self._fd, self._pid = fd, os.getpid()
-        return fd
+        return db
 
-    def _segment_names(self) -> list[str]:
-        try:
-            return sorted(e.name for e in os.scandir(self._segments) if e.name.endswith(".seg"))
-        except FileNotFoundError:
-            return []
+    def _carry_over(self, db: sqlite3.Connection) -> None:
+        """Write the earlier layout's records into the database, then rename their folder so none reads them again."""
+        folder = self.directory / segments.LAYOUT
+        if not folder.is_dir():
+            return
+        records = []
+        for name, entry in segments.read_segments(folder):
+            try:
+                written_ns = Record.parse_entry(entry)[2]
+            except ValueError:
+                continue
+            if written_ns < 1 << 63:  # a damaged varint can be longer than SQLite's integers
+                records.append(Record(name, entry, written_ns))
+        _upsert(db, records)
+        for target in (f"{segments.LAYOUT}.carried-over", f"{segments.LAYOUT}.carried-over-{secrets.token_hex(4)}"):
+            try:
+                os.rename(folder, self.directory / target)
+                break
+            except FileNotFoundError:  # another process carried them over at the same time: both wrote the same
+                break
+            except OSError:
+                continue
+        log.info("carried %d video indexes over from %s into %s", len(records), folder, self.path)
 
-
-def _frame(payload: bytes) -> bytes:
-    return _HEADER.pack(_MAGIC, len(payload), zlib.crc32(payload)) + payload
-
-
-def _records(data: bytes, segment: str) -> Iterator[tuple[Record | None, int]]:
-    """``(record or None, bytes used so far)`` for each framed record of ``data``; stops at one cut short.
-
-    A damaged record (wrong checksum, unreadable payload) gives ``None`` and is
-    passed over; bytes that are no record are skipped up to the next magic.
-    """
-    pos = 0
-    view = memoryview(data)
-    while pos + _HEADER.size <= len(data):
-        magic, length, crc = _HEADER.unpack_from(data, pos)
-        if magic != _MAGIC or length > _MAX_PAYLOAD:
-            following = data.find(_MAGIC, pos + 1)
-            log.debug("skipping damaged bytes in video index segment %s at %d", segment, pos)
-            if following < 0:
-                return  # what follows may be a record still being written: read again later
-            pos = following
-            continue
-        end = pos + _HEADER.size + length
-        if end > len(data):
-            return  # cut short, or still being written
-        payload = bytes(view[pos + _HEADER.size : end])
-        pos = end
-        if zlib.crc32(payload) != crc:
-            log.debug("ignoring a damaged record in video index segment %s", segment)
-            yield None, pos
-            continue
-        try:
-            yield Record.from_payload(payload), pos
-        except ValueError as exc:
-            log.debug("ignoring a record of video index segment %s: %s", segment, exc)
-            yield None, pos
+    def _damaged(self, reason: object) -> None:
+        if not self._warned_damage:
+            self._warned_damage = True
+            log.warning("a damaged video index store %s (%s): such indexes are made again", self.path, reason)
 
 
-def _writer_tag() -> str:
-    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())[:64]
-    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+def _upsert(db: sqlite3.Connection, records: list[Record]) -> None:
+    """Write ``records`` in one transaction, all or none (the newest written of a name counts)."""
+    rows: dict[str, list[tuple[bytes, int, int, bytes]]] = {"indexes": [], "packet_tables": []}
+    for record in records:
+        row = (_key(record.name), record.written_ns, zlib.crc32(record.entry), record.entry)
+        rows[_table(record.name)].append(row)
+    db.execute("BEGIN IMMEDIATE")  # takes the write lock now, so waiting for it honours the busy timeout
+    try:
+        for table, values in rows.items():
+            if values:  # in key order: neighbouring rows share B-tree pages, so a batch touches each page once
+                db.executemany(_UPSERT.format(table), sorted(values))
+        db.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+
+
+def file_system(path: str | os.PathLike[str]) -> str:
+    """The type of the file system holding ``path``, as ``/proc/mounts`` names it ("" where unknown)."""
+    target = os.path.realpath(path)
+    found, longest = "", -1
+    try:
+        with open("/proc/mounts", encoding="utf-8", errors="replace") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = target == point or target.startswith(point.rstrip("/") + "/")
+                if inside and len(point) > longest:
+                    found, longest = fields[2], len(point)
+    except OSError:  # not Linux
+        return ""
+    return found
+
+
+def _table(name: str) -> str:
+    return "packet_tables" if name.endswith(PACKET_TABLE) else "indexes"
+
+
+def _key(name: str) -> bytes:
+    """Names are stored as bytes: a path may hold bytes that are not UTF-8 (as surrogates)."""
+    return name.encode("utf-8", "surrogateescape")
