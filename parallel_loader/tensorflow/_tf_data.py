@@ -131,6 +131,7 @@ def as_tf_dataset(
         batch_size, drop_last, collate, processes, workers: the same.
         num_shards, shard_index, shard_remainder: the same. A ``DataLoader`` given
             keeps its own sharding, which must be the one asked for here, if any.
+            It must not be restored mid-epoch (see ``Raises``).
         input_context: a ``tf.distribute.InputContext``: shard by its
             ``num_input_pipelines`` and ``input_pipeline_id`` instead of
             ``num_shards`` and ``shard_index``.
@@ -159,6 +160,8 @@ def as_tf_dataset(
             instance is expected, or a batch whose structure cannot be turned into tensors.
         ValueError: an argument is out of range, a ``DataLoader`` given is not
             sharded as asked, or there is no batch to infer the signature from.
+            Or the ``DataLoader`` given was restored mid-epoch by ``load_state_dict``:
+            resume ``fit`` with ``parallel_loader.keras.BackupAndRestore`` instead.
     """
     import tensorflow as tf
 
@@ -169,6 +172,7 @@ def as_tf_dataset(
         if batch_size is not None:
             raise ValueError("batch_size is for a sample dataset; give it to the DataLoader instead")
         loader, owned = source, False
+        _check_not_resumed(loader)
         _check_loader_sharding(loader, sharding, explicit=input_context is not None or sharding[0] > 1)
         if replicas not in (None, loader.replicas):
             raise ValueError(
@@ -272,6 +276,24 @@ def _replicas(replicas: int | None, input_context: tf.distribute.InputContext | 
 
 def _shard_kwargs(sharding: tuple[int, int, Remainder]) -> dict[str, Any]:
     return dict(zip(("num_shards", "shard_index", "shard_remainder"), sharding, strict=True))
+
+
+def _check_not_resumed(loader: DataLoader) -> None:
+    """Refuse a loader restored mid-epoch: its first epoch is shorter than the dataset's declared length.
+
+    ``fit`` would train that part epoch, then fail at its end in TensorFlow
+    ("Input dataset was expected to contain ... elements").
+    """
+    state = loader.state_dict()
+    # A state loaded and not yet iterated names the next epoch, with what of it was done. A loader
+    # left part way through an epoch names that epoch instead, and its next iteration is a whole one.
+    if state["epoch"] == loader.epoch + 1 and state["done"]:
+        raise ValueError(
+            f"{loader.name!r} was restored mid-epoch by load_state_dict, so its next epoch is shorter than the "
+            f"{len(loader)} batches the dataset declares, and fit would fail at that epoch's end. To resume fit "
+            "mid-epoch, give the fresh loader's dataset and parallel_loader.keras.BackupAndRestore to fit: it saves "
+            "and restores the loader with the model. Or restore from a state saved at an epoch's end"
+        )
 
 
 def _check_loader_sharding(loader: DataLoader, sharding: tuple[int, int, Remainder], explicit: bool) -> None:
