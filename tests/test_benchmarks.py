@@ -25,6 +25,7 @@ from benchmarks import (
     video_cold,
     video_decode,
     video_families,
+    video_resize,
 )
 from benchmarks._workloads import REPO
 
@@ -236,6 +237,15 @@ def test_video_families(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert " h264-ts |" in out and " mpeg2-ps |" in out
     assert "target mpeg2-ps late clip <= 0.3x from frame 0:" in out
     assert ("decord2 is not installed" in out) == (importlib.util.find_spec("decord") is None)
+
+
+def test_video_resize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--files", "2", "--seconds", "0.4", "--rounds", "1", "--clip-len", "4", "--size", "32", "32"]
+    report = video_resize.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["medians"]) == {f"{r} {h}" for r in video_resize.RESIZES for h in ("read", "kept")}
+    assert all(_finite(value) for value in report["medians"].values())
+    out = capsys.readouterr().out
+    assert "| short_side |" in out and "stretch reads no header" in out
 
 
 def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
