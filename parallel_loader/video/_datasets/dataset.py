@@ -211,7 +211,7 @@ class VideoDataset(YieldFunction):
             resize=self.resize,
             short_clips=self.short_clips,
         )
-        self.span = self._reader.span  # the fewest frames a sample needs
+        self.span = self._reader.span  # the frames a clip spans; a shorter sample is lengthened (short_clips)
         self.quarantine = Quarantine() if quarantine is None else quarantine
         self.skipped: dict[str, str] = self.quarantine.reasons  # the bad samples: key -> reason
         self._bad = BadSamples(self.quarantine, self.on_error)
