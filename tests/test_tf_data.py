@@ -541,10 +541,17 @@ def test_fit_over_a_loader_restored_mid_epoch_fails_before_its_first_step_naming
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     steps = []
     record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: steps.append(batch))
+    refused = "restored mid-epoch by load_state_dict.*BackupAndRestore"
+    # Restored, then given to as_tf_dataset: refused there.
     with DataLoader(Separable(), num_threads=2, name="restored") as restored:
         restored.load_state_dict(mid_epoch)
-        with pytest.raises(ValueError, match=r"restored mid-epoch.*fewer|restored mid-epoch.*BackupAndRestore"):
+        with pytest.raises(ValueError, match=refused):
             model.fit(as_tf_dataset(restored), epochs=2, verbose=0, shuffle=False, callbacks=[record])
+    # Restored after as_tf_dataset: the dataset refuses the part epoch at its first element.
+    with as_tf_dataset(Separable(), num_threads=2, name="after") as dataset:
+        loader_of(dataset).load_state_dict(mid_epoch)
+        with pytest.raises((ValueError, tf.errors.OpError), match=refused):
+            model.fit(dataset, epochs=2, verbose=0, shuffle=False, callbacks=[record])
     assert steps == []  # not one step trained
     # A state saved at an epoch's end resumes with whole epochs: fit takes it.
     with DataLoader(Separable(), num_threads=2, name="whole") as whole:

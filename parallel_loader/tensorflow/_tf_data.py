@@ -22,7 +22,7 @@ from .._data.yield_function import epoch_length
 from .._loader.data_loader import DataLoader
 from .._loader.sharding import Remainder, check_shard
 from ._device_prefetch import prefetch_dataset
-from ._loader_dataset import LoaderFeed, is_loader_dataset, loader_dataset
+from ._loader_dataset import LoaderFeed, check_whole_epoch, is_loader_dataset, loader_dataset
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -172,7 +172,6 @@ def as_tf_dataset(
         if batch_size is not None:
             raise ValueError("batch_size is for a sample dataset; give it to the DataLoader instead")
         loader, owned = source, False
-        _check_not_resumed(loader)
         _check_loader_sharding(loader, sharding, explicit=input_context is not None or sharding[0] > 1)
         if replicas not in (None, loader.replicas):
             raise ValueError(
@@ -188,6 +187,8 @@ def as_tf_dataset(
         owned = True
     full_length = epoch_length(loader.yield_fn)
     length = loader.batches_per_epoch if full_length is None else len(loader)
+    if length is not None and not owned:
+        check_whole_epoch(loader)  # restored mid-epoch, fit would fail at that epoch's end
     try:
         output_signature = _signature(loader.yield_fn, full_length, output_signature)
     except BaseException:
@@ -195,7 +196,7 @@ def as_tf_dataset(
             loader.close()
         raise
 
-    feed = LoaderFeed(loader, owned)
+    feed = LoaderFeed(loader, owned, declared=length is not None)
     dataset = tf.data.Dataset.from_generator(feed.epoch, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
@@ -276,24 +277,6 @@ def _replicas(replicas: int | None, input_context: tf.distribute.InputContext | 
 
 def _shard_kwargs(sharding: tuple[int, int, Remainder]) -> dict[str, Any]:
     return dict(zip(("num_shards", "shard_index", "shard_remainder"), sharding, strict=True))
-
-
-def _check_not_resumed(loader: DataLoader) -> None:
-    """Refuse a loader restored mid-epoch: its first epoch is shorter than the dataset's declared length.
-
-    ``fit`` would train that part epoch, then fail at its end in TensorFlow
-    ("Input dataset was expected to contain ... elements").
-    """
-    state = loader.state_dict()
-    # A state loaded and not yet iterated names the next epoch, with what of it was done. A loader
-    # left part way through an epoch names that epoch instead, and its next iteration is a whole one.
-    if state["epoch"] == loader.epoch + 1 and state["done"]:
-        raise ValueError(
-            f"{loader.name!r} was restored mid-epoch by load_state_dict, so its next epoch is shorter than the "
-            f"{len(loader)} batches the dataset declares, and fit would fail at that epoch's end. To resume fit "
-            "mid-epoch, give the fresh loader's dataset and parallel_loader.keras.BackupAndRestore to fit: it saves "
-            "and restores the loader with the model. Or restore from a state saved at an epoch's end"
-        )
 
 
 def _check_loader_sharding(loader: DataLoader, sharding: tuple[int, int, Remainder], explicit: bool) -> None:
