@@ -7,6 +7,7 @@ import logging
 import numpy as np
 import pytest
 
+from parallel_loader import DataLoader
 from parallel_loader.video import Augment, VideoDataset, VideoDecodeError, read_clip
 
 from .video_files import crop_window, frame_indices, write_video
@@ -118,6 +119,13 @@ def test_error_makes_a_short_sample_bad_and_skip_records_it_once(forty, tmp_path
         assert len(clips) == 1  # evaluation leaves the bad sample out
     assert list(data.skipped) == [forty]
     assert data.stats() == {"skipped": 1, "replaced": 0, "lengthened": 0}
+    # In a loader that skips: one error record, in an epoch of whole batches.
+    training = VideoDataset(rows, short_clips="error", on_error="skip", **(args | {"train": True}))
+    with DataLoader(training, num_threads=2, on_error="skip") as loader:
+        batches = list(loader)
+    assert len(batches) == 1 and len(batches[0][0]) == 2  # the short sample replaced by the long one
+    assert [r.context["path"] for r in loader.errors] == [forty]
+    assert "has 40 frames, fewer than" in loader.errors[0].context["reason"]
 
 
 def test_lengthened_clips_are_counted_and_each_file_logged_once(forty, caplog):
