@@ -10,7 +10,7 @@ import pytest
 from parallel_loader import DataLoader
 from parallel_loader.video import Augment, VideoDataset, VideoDecodeError, read_clip
 
-from .video_files import crop_window, frame_indices, write_video
+from .video_files import crop_window, frame_indices, with_display_matrix, write_encoded_video, write_video
 
 WIDE = (240, 426)  # (height, width): 240p at 16:9, as Something-Something v2's files are
 
@@ -76,6 +76,22 @@ def test_scale_jitter_keeps_the_aspect_whatever_resize_and_refuses_another_resiz
         VideoDataset([(wide, 0)], batch_size=1, clip_len=2, classes=["a"], resize="pad", scale=(128, 160))
     clip = one_clip(wide, train=False, augment=Augment(scale=(128, 160)))
     assert levels(clip, centre(read_clip(wide, 2, 2, size=(128, 227)), (112, 112))) <= 3
+
+
+def test_the_fitted_size_comes_from_the_decoded_frames_as_displayed_without_a_header(tmp_path, monkeypatch):
+    import parallel_loader.video._datasets.reader as reader
+
+    def no_header(*args, **kwargs):
+        raise AssertionError("a header was read")
+
+    monkeypatch.setattr(reader, "probe", no_header)
+    stored = write_encoded_video(tmp_path / "stored.mp4", 4, "libx264", size=(48, 64))
+    turned = str(with_display_matrix(stored, tmp_path / "turned.mp4", 90))  # shown 48 wide and 64 high
+    clip = one_clip(turned, train=False, size=(16, 16), crop_fraction=0.5)
+    # The short side, 48, becomes 32: the frame is decoded at 43x32 as shown, and cut at its centre.
+    assert levels(clip, centre(read_clip(turned, 1, 2, size=(43, 32)), (16, 16))) <= 3
+    with pytest.raises(AssertionError, match="a header was read"):  # scale= reads the header, as before
+        one_clip(turned, train=False, size=(16, 16), scale=(32, 40))
 
 
 # short_clips

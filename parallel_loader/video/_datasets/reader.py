@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from .._base.errors import VideoDecodeError
 from .._base.facts import sorted_unique
 from .._base.info import VideoInfo
 from .._indexes.cache import IndexCache
-from .._read.clips import probe, read_clip, read_frames
+from .._read.clips import probe, read_frames
 from .._samples.augment import Augment, Plan, Resize, fitted
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling, crops, frames_needed, temporal_views
@@ -267,22 +267,30 @@ class SampleReader:
         views, short = self._views(video, first, stop, draw, cache)
         if short:
             self.lengthened.add(video.key, video.path, short)
-        decode_size, windows, box = self.plan(video, draw)
-        options: dict[str, Any] = dict(size=decode_size, seek=self.seek, index_cache=cache, stream=self.stream)
-        read = functools.partial(read_clip, video.path, **options)
+        # Fitted by resize alone, the decode size comes from the first frame decoded: no header is read.
+        fit = self.augment is None and self.resize != "stretch"
+        if fit:
+            size: Any = functools.partial(_fitted_size, self.decode_size, self.resize)
+        else:
+            size, windows, box = self.plan(video, draw)
+        options: dict[str, Any] = dict(size=size, seek=self.seek, index_cache=cache, stream=self.stream)
+        read = functools.partial(read_frames, video.path, **options)
         try:
             if self.fps is not None or short:  # frames played at evenly spaced times, or lengthened
-                clips = [_read_listed(video.path, v, decode_size, options) for v in views]
+                clips = [_read_listed(read, v) for v in views]
             elif self.sampling == "clip":
-                clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
-            else:  # each frame read once, however many views share it
+                clips = [read(v) for v in views]
+            else:  # each frame read once (a read each), however many views share it
                 wanted = sorted_unique(np.concatenate(views))[0]
-                frames = np.concatenate([read(int(i), 1, 1) for i in wanted])
+                frames = np.concatenate([read(wanted[k : k + 1]) for k in range(len(wanted))])
                 clips = [frames[np.searchsorted(wanted, v)] for v in views]
         except VideoDecodeError as exc:
             if self.exact_counts or "ends after" not in exc.reason:
                 raise
             raise VideoDecodeError(video.path, exc.reason + EXACT_HINT) from exc
+        if fit:  # the windows of the frames as decoded, drawn after the views as plan draws them
+            box = self.decode_size if self.resize == "pad" else None
+            windows = crops(box or clips[0].shape[1:3], self.size, draw, num_crops=self.num_crops)
         if box is not None:
             clips = [_letterboxed(clip, box) for clip in clips]
         targets = iter(out if self.views is not None else [out])
@@ -324,14 +332,20 @@ class SampleReader:
         return [np.where(kept, first + offsets, BLACK)] * count, f"has {frames} frames, fewer than {self.needs()}"
 
 
-def _read_listed(path: str, frames: np.ndarray, decode_size: tuple[int, int], options: dict[str, Any]) -> np.ndarray:
-    """The ``frames`` of ``path``, in that order (repeats allowed), black where a frame is ``BLACK``."""
+def _read_listed(read: Callable[[np.ndarray], np.ndarray], frames: np.ndarray) -> np.ndarray:
+    """``read(frames)``: the frames in that order (repeats allowed), black where a frame is ``BLACK``."""
     kept = frames != BLACK
     if kept.all():
-        return read_frames(path, frames, **options)
-    clip = np.zeros((len(frames), *decode_size, 3), dtype=np.uint8)
-    clip[kept] = read_frames(path, frames[kept], **options)
+        return read(frames)
+    got = read(frames[kept])  # a short clip keeps its first frame: never all black
+    clip = np.zeros((len(frames), *got.shape[1:]), dtype=np.uint8)
+    clip[kept] = got
     return clip
+
+
+def _fitted_size(box: tuple[int, int], resize: Resize, height: int, width: int) -> tuple[int, int]:
+    """The size to decode a frame of ``(height, width)`` at, to fill ``box`` as ``resize`` says."""
+    return fitted((height, width), box, resize)[0]
 
 
 def _letterboxed(clip: np.ndarray, box: tuple[int, int]) -> np.ndarray:

@@ -19,6 +19,7 @@ from ..._core.checks import check_int
 from .._base.info import VideoInfo
 from .._base.keys import is_url
 from .._indexes.cache import IndexCache, default_index_cache
+from .._media.pixels import FrameSize
 from .._media.streams import check_stream
 from .local import header_frames, probe_local, read_local
 from .remote import probe_remote, read_remote
@@ -153,14 +154,17 @@ def read_clip(
 def read_frames(
     path: str | os.PathLike[str],
     frames: np.ndarray,
-    size: tuple[int, int] | None,
+    size: FrameSize,
     *,
     seek: bool = True,
     rotate: bool = True,
     index_cache: IndexCache | None = None,
     stream: int | None = None,
 ) -> np.ndarray:
-    """The ``frames`` of a local file or a URL, in that order (repeats allowed); arguments already checked."""
+    """The ``frames`` of a local file or a URL, in that order (repeats allowed); arguments already checked.
+
+    ``size`` may also be a function of the first frame's ``(height, width)``, as displayed (see ``RGBFrames``).
+    """
     cache = default_index_cache() if index_cache is None else index_cache
     if is_url(path):  # an object store or HTTP: one ranged read per clip (see ``remote``)
         return read_remote(os.fspath(path), frames, size, seek, cache, rotate, stream)
