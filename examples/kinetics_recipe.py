@@ -1,7 +1,8 @@
-"""A Kinetics-style recipe: 16-frame clips over 2 s, scale jitter, crop, flip, mixup, 3x3 views per video.
+"""A Kinetics-style recipe: 16-frame clips at 8 fps, scale jitter, crop, flip, mixup, 3x3 views per video.
 
-Training clips are 16 frames played over 2 seconds, found by timestamps,
-whatever each file's frame rate (25, 30, 60 or variable). Each clip's frames
+Training clips are 16 frames at 8 frames a second, found by timestamps: the
+first and last are (16 - 1) / 8 = 1.875 s apart, whatever each file's frame
+rate (25, 30, 60 or variable). Each clip's frames
 are scaled to a random short side in ``--scale``, cut to a random ``--crop``
 square and flipped at random. Batches are mixed by ``Mixup`` over one-hot,
 smoothed labels. Evaluation sees each validation video as 3 clips spread over
@@ -37,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--clip-len", type=int, default=16, help="frames per clip")
-    parser.add_argument("--seconds", type=float, default=2.0, help="the time a clip spans")
+    parser.add_argument("--fps", type=float, default=8.0, help="frames a second a clip is sampled at")
     parser.add_argument("--scale", type=int, nargs=2, default=(128, 160), metavar=("MIN", "MAX"), help="short side")
     parser.add_argument("--crop", type=int, default=112, help="the square cut from the scaled frames")
     parser.add_argument("--mixup", type=float, default=0.8, help="Mixup's alpha")
@@ -49,8 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def datasets(args: argparse.Namespace) -> tuple[VideoFolder, VideoFolder]:
     """Return the training set (augmented, mixed) and the evaluation set (3 x 3 views, with sample indices)."""
-    # --clip-len frames over --seconds: the frames played at t0, t0 + 1/fps, ... by each file's timestamps.
-    fps = args.clip_len / args.seconds
+    # --clip-len frames at --fps: the frames played at t0, t0 + 1/fps, ... by each file's timestamps.
+    fps = args.fps
     augment = Augment(scale=tuple(args.scale))  # a random crop of --crop, flipped with probability 1/2
     clips = dict(batch_size=args.batch_size, clip_len=args.clip_len, fps=fps, size=(args.crop, args.crop))
     train = VideoFolder(

@@ -14,7 +14,7 @@ With ``--fit``, the same model trains with ``model.fit`` from ``as_tf_dataset``,
 which keeps one loader for the whole run: batches made by ``get_batch(index,
 epoch)`` (``PointBatches``), so the loader makes the next epoch's first batches
 while ``fit`` ends this one and validates. Keras's own ``EarlyStopping`` stops it,
-and ``parallel_loader.tensorflow._keras.LoaderStats`` gives each epoch's wait in its first
+and ``parallel_loader.keras.LoaderStats`` gives each epoch's wait in its first
 step (the stall at the epoch's boundary), input-bound share and thread count,
 printed one line per epoch.
 
@@ -34,7 +34,7 @@ import numpy as np
 from example_options import add_output_arguments
 
 from parallel_loader import EpochStats, Train, YieldFunction
-from parallel_loader.tensorflow._startup import device_line, import_tensorflow
+from parallel_loader.tf_startup import device_line, import_tensorflow
 
 
 class Points:
@@ -129,7 +129,7 @@ def build_model(keras: Any, learning_rate: float) -> Any:
 def fit(args: argparse.Namespace, keras: Any, model: Any) -> Any:
     """``model.fit`` from one loader for the run; prints each epoch's line; returns the ``History``."""
     from parallel_loader import as_tf_dataset
-    from parallel_loader.tensorflow._keras import LoaderStats
+    from parallel_loader.keras import LoaderStats
 
     train_data = PointBatches(Points(args.samples, seed=0), args.batch_size, shuffle=True)
     val_data = PointBatches(Points(args.samples // 4, seed=1, jitter=0.0), args.batch_size, shuffle=False)

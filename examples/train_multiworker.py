@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Imported here, after the argument check, because TensorFlow takes seconds to load.
-    from parallel_loader.tensorflow._startup import device_line, import_tensorflow
+    from parallel_loader.tf_startup import device_line, import_tensorflow
 
     tf = import_tensorflow(args.verbose)
     import keras
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     from video_model import build_model, make_eval_step
 
     from parallel_loader import DataLoader, PassStats, YieldFunction, as_tf_dataset
-    from parallel_loader._loader.sharding import shard_length
-    from parallel_loader.train._progress import PassProgress, progress_mode
+    from parallel_loader.sharding import shard_length
+    from parallel_loader.train import PassProgress, progress_mode
     from parallel_loader.video import VideoFolder
 
     if args.intra_op:

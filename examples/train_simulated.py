@@ -22,7 +22,7 @@ import numpy as np
 from example_options import add_output_arguments
 
 from parallel_loader import Train, YieldFunction
-from parallel_loader.tensorflow._startup import device_line, import_tensorflow
+from parallel_loader.tf_startup import device_line, import_tensorflow
 
 FEATURES = 256
 

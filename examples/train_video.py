@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("absl").setLevel(logging.WARNING)  # TensorFlow's checkpoint writer logs each save
     # Imported here, after the argument check, because TensorFlow takes seconds to load.
-    from parallel_loader.tensorflow._startup import device_line, import_tensorflow
+    from parallel_loader.tf_startup import device_line, import_tensorflow
 
     import_tensorflow(args.verbose)
     import keras

@@ -264,7 +264,7 @@ def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypat
     for v in range(4):
         write_video(tmp_path / "a" / f"v{v}.avi", 12, video_id=v)
     slow = str(tmp_path / "a" / "v2.avi")
-    real_read, failed = dataset_module.read_clip, []
+    real_read, failed = dataset_module.read_frames, []  # every clip of a dataset is read through it
 
     def read_once_timing_out(path, *args, **kwargs):
         if path == slow and not failed:
@@ -272,7 +272,7 @@ def test_a_video_failing_for_now_is_replaced_but_tried_again(tmp_path, monkeypat
             raise TimeoutError(f"{path}: read timed out")
         return real_read(path, *args, **kwargs)
 
-    monkeypatch.setattr(dataset_module, "read_clip", read_once_timing_out)
+    monkeypatch.setattr(dataset_module, "read_frames", read_once_timing_out)
     data = VideoFolder(tmp_path, batch_size=2, clip_len=4, size=(16, 20), dtype="uint8", train=train, seed=seed)
     with DataLoader(data, num_threads=1, on_error="skip", ordered=True) as loader:
         first = [video_id(c) for clips, _ in loader for c in clips]

@@ -28,6 +28,7 @@ from benchmarks import (
     video_decode,
     video_families,
     video_memory,
+    video_resize,
 )
 from benchmarks._workloads import REPO
 
@@ -261,6 +262,15 @@ def test_video_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     out = capsys.readouterr().out
     assert "| h264-mp4 |" in out and "shard" in out and "same clips" in out
     assert json.loads((tmp_path / "video_memory.json").read_text())["codecs"]["xvid-avi"]["exact"]["shard"] == "4/4"
+
+
+def test_video_resize(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--files", "2", "--seconds", "0.4", "--rounds", "1", "--clip-len", "4", "--size", "32", "32"]
+    report = video_resize.main([*argv, "--data", str(tmp_path / "data"), "--out", str(tmp_path)])
+    assert set(report["medians"]) == {f"{v} {p}" for v in video_resize.VARIANTS for p in video_resize.PASSES}
+    assert all(_finite(value) for value in report["medians"].values())
+    out = capsys.readouterr().out
+    assert "| short_side |" in out and "|      scale |" in out
 
 
 def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -526,3 +526,46 @@ def test_replicas_keep_the_epoch_a_multiple_of_them_and_must_agree_with_the_cont
         as_tf_dataset(Batches(), input_context=context, replicas=3)
     with DataLoader(Batches(), replicas=2) as loader, pytest.raises(ValueError, match="but 3 was asked for"):
         as_tf_dataset(loader, replicas=3)
+
+
+def test_fit_over_a_loader_restored_mid_epoch_fails_before_its_first_step_naming_backup_and_restore():
+    import keras
+
+    with DataLoader(Separable(), num_threads=2, name="first") as first:
+        batches = iter(first)
+        for _ in range(3):
+            next(batches)
+        mid_epoch = first.state_dict()
+        batches.close()
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    steps = []
+    record = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: steps.append(batch))
+    refused = "restored mid-epoch by load_state_dict.*BackupAndRestore"
+    # Restored, then given to as_tf_dataset: refused there.
+    with DataLoader(Separable(), num_threads=2, name="restored") as restored:
+        restored.load_state_dict(mid_epoch)
+        with pytest.raises(ValueError, match=refused):
+            model.fit(as_tf_dataset(restored), epochs=2, verbose=0, shuffle=False, callbacks=[record])
+    # Restored after as_tf_dataset: the dataset refuses the part epoch at its first element.
+    with as_tf_dataset(Separable(), num_threads=2, name="after") as dataset:
+        loader_of(dataset).load_state_dict(mid_epoch)
+        with pytest.raises((ValueError, tf.errors.OpError), match=refused):
+            model.fit(dataset, epochs=2, verbose=0, shuffle=False, callbacks=[record])
+    assert steps == []  # not one step trained
+    # A state saved at an epoch's end resumes with whole epochs: fit takes it.
+    with DataLoader(Separable(), num_threads=2, name="whole") as whole:
+        list(whole)
+        at_epoch_end = whole.state_dict()
+    with DataLoader(Separable(), num_threads=2, name="next") as restored:
+        restored.load_state_dict(at_epoch_end)
+        model.fit(as_tf_dataset(restored), epochs=2, verbose=0, shuffle=False, callbacks=[record])
+    assert len(steps) == 2 * len(Separable())
+    # A loader left part way through an epoch begins its next iteration with a whole epoch: fit takes it too.
+    steps.clear()
+    with DataLoader(Separable(), num_threads=2, name="left") as left:
+        batches = iter(left)
+        next(batches)
+        batches.close()
+        model.fit(as_tf_dataset(left), epochs=1, verbose=0, shuffle=False, callbacks=[record])
+    assert len(steps) == len(Separable())

@@ -200,6 +200,11 @@ def folder(root, **kwargs) -> VideoFolder:
     return VideoFolder(root, **args)
 
 
+def bad_folder(root, **kwargs) -> VideoFolder:
+    """``folder`` with short videos as bad samples (``short_clips="error"``): short.avi is one of the bad files."""
+    return folder(root, short_clips="error", **kwargs)
+
+
 def crop_window_of(data: VideoFolder, clip: np.ndarray) -> tuple[int, int, bool]:
     """(top, left, flipped) of a uint8 clip of the tree, found in the uncropped decode of its frames."""
     path = next(p for p, _, _ in data.samples if Path(p).stem == f"v{video_id(clip):02d}")
@@ -387,12 +392,12 @@ def bad_tree(tmp_path) -> Path:
 def test_bad_video_raises_at_its_first_read_naming_it(bad_tree):
     (bad_tree / "b" / "short.avi").unlink()
     (bad_tree / "b" / "cut.avi").unlink()
-    data = folder(bad_tree)  # construction opens no file
+    data = bad_folder(bad_tree)  # construction opens no file
     with pytest.raises(VideoDecodeError, match=r"fake\.avi.*cannot be opened"):
         epoch_batches(data)
     (bad_tree / "a" / "fake.avi").unlink()
     write_video(bad_tree / "b" / "short.avi", 3, video_id=9)
-    data = folder(bad_tree)
+    data = bad_folder(bad_tree)
     with pytest.raises(VideoDecodeError, match=r"short\.avi.*has 3 frames.*needs \(7\)"):
         epoch_batches(data)
 
@@ -400,7 +405,7 @@ def test_bad_video_raises_at_its_first_read_naming_it(bad_tree):
 def test_truncated_video_raises_from_the_call_naming_it(bad_tree):
     (bad_tree / "a" / "fake.avi").unlink()
     (bad_tree / "b" / "short.avi").unlink()
-    data = folder(bad_tree, train=False)  # the header of cut.avi claims all its frames
+    data = bad_folder(bad_tree, train=False)  # the header of cut.avi claims all its frames
     with pytest.raises(VideoDecodeError, match=r"cut\.avi.*truncated or corrupt.*exact_counts=True"):
         epoch_batches(data)
 
@@ -409,12 +414,12 @@ def test_exact_counts_find_the_truncated_video_at_construction(bad_tree):
     (bad_tree / "a" / "fake.avi").unlink()
     (bad_tree / "b" / "short.avi").unlink()
     with pytest.raises(VideoDecodeError, match=r"cut\.avi.*has \d frames"):
-        folder(bad_tree, exact_counts=True)
+        bad_folder(bad_tree, exact_counts=True)
 
 
 def test_skip_replaces_bad_videos_and_reports_them(bad_tree, caplog):
     with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
-        data = folder(bad_tree, on_error="skip", dtype="uint8")
+        data = bad_folder(bad_tree, on_error="skip", dtype="uint8")
         assert not data.skipped and len(data.samples) == 9  # bad files are found at their first read
         for epoch in range(3):
             data.set_epoch(epoch)
@@ -573,7 +578,7 @@ def test_video_folder_root_must_be_a_path_and_one_level_too_high_gets_a_hint(tre
 
 def test_files_skipped_in_a_loader_are_in_its_error_records_manifest_and_budget(bad_tree, tmp_path):
     manifest = tmp_path / "errors.jsonl"
-    data = folder(bad_tree, on_error="skip", dtype="uint8")  # cut.avi fails only when decoded
+    data = bad_folder(bad_tree, on_error="skip", dtype="uint8")  # cut.avi fails only when decoded
     with DataLoader(data, num_threads=2, on_error="skip", error_log=manifest) as loader:
         batches = list(loader)
     assert len(batches) == len(data)  # its clips were replaced, no batch was lost
@@ -584,14 +589,14 @@ def test_files_skipped_in_a_loader_are_in_its_error_records_manifest_and_budget(
     assert "truncated or corrupt" in record.context["reason"]
     assert sorted(json.loads(line)["context"]["path"] for line in manifest.read_text().splitlines()) == sorted(bad)
 
-    data = folder(bad_tree, on_error="skip", dtype="uint8")
+    data = bad_folder(bad_tree, on_error="skip", dtype="uint8")
     loader = DataLoader(data, num_threads=2, on_error="skip", max_errors=0)
     with loader, pytest.raises(ErrorBudgetExceeded, match=r"(cut|fake|short)\.avi"):
         list(loader)
 
 
 def test_a_failed_call_records_the_files_of_its_batch(bad_tree):
-    data = folder(bad_tree, on_error="skip", dtype="uint8", train=False)
+    data = bad_folder(bad_tree, on_error="skip", dtype="uint8", train=False)
     assert data.error_context(0) == {"epoch": 0, "paths": [p for p, _, _ in data.samples[:4]]}
 
 
@@ -675,7 +680,7 @@ def test_files_whose_header_is_right_give_the_clips_their_header_alone_would(tre
 
 
 def test_a_sample_too_long_for_the_frames_that_decode_is_a_clear_error(overstated):
-    data = VideoFolder(overstated, batch_size=2, clip_len=40, stride=2, size=(48, 64), train=False)
+    data = VideoFolder(overstated, batch_size=2, clip_len=40, stride=2, size=(48, 64), train=False, short_clips="error")
     assert [frames for _, _, frames in data.samples] == [90, 87]  # the headers' counts: long enough for 79
     with pytest.raises(
         VideoDecodeError,

@@ -353,9 +353,11 @@ def test_segments_too_short_are_skipped_alone_and_bad_files_for_all_their_segmen
             r"fewer than a clip of 4 frames at stride 2 needs \(7\) \(listed at sample 1\)"
         ),
     ):
-        VideoDataset(rows, batch_size=2, clip_len=4, stride=2, train=False)(0)  # found at its first read
+        VideoDataset(rows, batch_size=2, clip_len=4, stride=2, train=False, short_clips="error")(0)  # first read
     with caplog.at_level(logging.WARNING, logger="parallel_loader.video"):
-        data = VideoDataset(rows, batch_size=2, clip_len=4, stride=2, on_error="skip", train=False, dtype="uint8")
+        data = VideoDataset(
+            rows, batch_size=2, clip_len=4, stride=2, on_error="skip", train=False, dtype="uint8", short_clips="error"
+        )
         clips = [data(i)[0] for i in range(len(data))]
     # The headers' frames: 0-19, 25-27, 50-59, none (the file ends at 2.4 s), none (not a video).
     assert data.samples == [

@@ -98,19 +98,19 @@ def test_scale_jitter_keeps_the_aspect_and_draws_every_short_side():
     augment = Augment(scale=(24, 28))
     shorts = set()
     for k in range(200):
-        (height, width), [window] = augment.plan((30, 60), (24, 24), (0, 0), np.random.default_rng(k))
+        (height, width), [window], _ = augment.plan((30, 60), (24, 24), (0, 0), np.random.default_rng(k))
         shorts.add(height)
         assert width == 2 * height and 0 <= window.top <= height - 24 and 0 <= window.left <= width - 24
     assert shorts == set(range(24, 29))
     # Evaluation: the short side at scale's min, three windows along the long side, no flip.
-    size, windows = augment.plan((60, 30), (24, 24), (0, 0), None, num_crops=3)
+    size, windows, _ = augment.plan((60, 30), (24, 24), (0, 0), None, num_crops=3)
     assert size == (48, 24) and [(w.top, w.flip) for w in windows] == [(0, False), (12, False), (24, False)]
 
 
 def test_a_resized_crop_covers_its_share_of_the_frame_at_its_ratio():
     augment = Augment(crop="resized", area=(0.25, 0.5), ratio=(0.5, 2.0), flip=False)
     for k in range(100):
-        (height, width), [window] = augment.plan((120, 160), (16, 16), (0, 0), np.random.default_rng(k))
+        (height, width), [window], _ = augment.plan((120, 160), (16, 16), (0, 0), np.random.default_rng(k))
         # The window is 16x16 in a frame scaled by 16 / (its size in the original frame).
         share = (16 / height) * (16 / width)
         assert 0.22 <= share <= 0.55 and 0.45 <= (160 / width) / (120 / height) <= 2.2  # rounding to pixels
@@ -129,7 +129,7 @@ def expected_clip(path: str, seed: int, epoch: int, position: int, augment: Augm
     """The training clip at ``position``: recomputed from its generator, as the docs say it is drawn."""
     rng = clip_rng(seed, epoch, position, 0)
     [frames] = temporal_views("clip", 0, FRAMES, 4, 1, rng)
-    decode, [window] = augment.plan((32, 40), (24, 24), (27, 27), rng)
+    decode, [window], _ = augment.plan((32, 40), (24, 24), (27, 27), rng)
     clip = read_clip(path, int(frames[0]), 4, size=decode)[:, window.top : window.top + 24, window.left :][:, :, :24]
     return clip[:, :, ::-1] if window.flip else clip
 

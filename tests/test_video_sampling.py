@@ -9,9 +9,10 @@ import pytest
 
 from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, VideoDecodeError, VideoFolder, read_clip
+from parallel_loader.video._samples.augment import fitted
 from parallel_loader.video._samples.sampling import crops, frames_needed, temporal_views
 
-from .video_files import crop_window, frame_indices, video_id, write_video
+from .video_files import HEIGHT, WIDTH, crop_window, frame_indices, video_id, write_video
 
 # sampling.py alone
 
@@ -105,7 +106,8 @@ def folder(root, **kwargs) -> VideoFolder:
 def window(data: VideoFolder, clip: np.ndarray) -> tuple[int, int, bool]:
     """(top, left, flipped) of a uint8 clip, found in the uncropped decode of its frames."""
     path = data.root / "ab"[video_id(clip) // 2] / f"v{video_id(clip)}.avi"
-    full = np.concatenate([read_clip(path, i, 1, size=data.decode_size) for i in frame_indices(clip)])
+    decode_size, _ = fitted((HEIGHT, WIDTH), data.decode_size, data.resize)  # as the dataset fits the frames
+    full = np.concatenate([read_clip(path, i, 1, size=decode_size) for i in frame_indices(clip)])
     return crop_window(clip, full)
 
 
@@ -135,9 +137,10 @@ def test_multi_view_eval_gives_evenly_spaced_clips_times_three_crops(tree):
 
 
 def test_tall_frames_are_cropped_top_centre_bottom(tree):
-    clips, _ = folder(tree, train=False, size=(20, 16), num_crops=3)(0)
+    # Stretched: the wide frames are squashed to a tall box (the aspect kept, they stay wide).
+    clips, _ = folder(tree, train=False, size=(20, 16), num_crops=3, resize="stretch")(0)
     assert clips.shape == (3, 3, 4, 20, 16, 3)
-    data = folder(tree, train=False, size=(20, 16))
+    data = folder(tree, train=False, size=(20, 16), resize="stretch")
     assert [window(data, view) for view in clips[0]] == [(0, 1, False), (1, 1, False), (3, 1, False)]
 
 
@@ -228,6 +231,6 @@ def test_bad_sampling_arguments_are_errors(tree, kwargs, error):
 
 def test_segments_need_a_frame_per_segment(tree):
     with pytest.raises(VideoDecodeError, match=r"v\d\.avi: has 24 frames, fewer than 30 segments need \(30\)"):
-        data = folder(tree, sampling="segments", stride=1, clip_len=30)  # construction opens no file
+        data = folder(tree, sampling="segments", stride=1, clip_len=30, short_clips="error")  # opens no file
         for i in range(len(data)):
             data(i)

@@ -423,7 +423,7 @@ def test_a_dataset_reads_the_stream_it_is_given(files, cache):
 
 
 def test_a_clip_longer_than_the_video_at_fps_fails_naming_the_file(files, cache):
-    data = _dataset([(files["fps25"].path, 0)], cache, clip_len=40, fps=FPS, train=False)
+    data = _dataset([(files["fps25"].path, 0)], cache, clip_len=40, fps=FPS, train=False, short_clips="error")
     with pytest.raises(VideoDecodeError, match=r"fps25\.mkv: frames 0 to 29 last 1\.2 s, too short for 40 frames"):
         data(0)
 
@@ -433,7 +433,17 @@ def test_a_segment_too_short_at_fps_is_skipped_alone(files, cache):
     path = files["fps60"].path
     rows = [(path, 0, 0.0, 0.5), (path, 0, 0.5, 0.6)]  # 8 frames at 30 fps span 0.23 s: the second lasts 0.1 s
     for exact in (False, True):
-        data = _dataset(rows, cache, fps=FPS, train=True, on_error="skip", exact_counts=exact, batch_size=2, seed=1)
+        data = _dataset(
+            rows,
+            cache,
+            fps=FPS,
+            train=True,
+            on_error="skip",
+            exact_counts=exact,
+            batch_size=2,
+            seed=1,
+            short_clips="error",
+        )
         clips, _ = data(0)
         assert len(clips) == 2 and all(max(frame_indices(c)) < 30 for c in clips)  # the short one replaced
         assert list(data.skipped) == [f"{path} [0.5, 0.6) s"], exact

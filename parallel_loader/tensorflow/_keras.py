@@ -21,6 +21,7 @@ import keras
 
 from .._core.telemetry import LoaderStats as LoaderSnapshot
 from .._loader.data_loader import DataLoader
+from ._loader_dataset import resume_handled
 from ._tf_data import loader_of
 
 __all__ = ["BackupAndRestore", "LoaderStats"]
@@ -136,6 +137,7 @@ class BackupAndRestore(keras.callbacks.BackupAndRestore):
         if isinstance(save_freq, int) and save_freq < 1:
             raise ValueError(f"save_freq must be 'epoch' or a number of batches of at least 1, not {save_freq}")
         self.loader: DataLoader = dataset if isinstance(dataset, DataLoader) else loader_of(dataset)
+        resume_handled(self.loader)  # the resumed epoch ends after its remaining batches (``_wrap``)
         self._metadata = Path(self.backup_dir) / METADATA
         self._run = 0  # batches trained in this run of the epoch
         self._before = 0  # batches of the epoch trained before this run (a resumed epoch)

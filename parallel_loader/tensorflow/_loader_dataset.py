@@ -16,6 +16,10 @@ One iteration runs at a time. An iteration that starts while another is in
 progress raises ``RuntimeError``, rather than share the epoch. An iterator
 dropped part way ends its epoch when TensorFlow releases it.
 
+A dataset of declared length refuses to start with an epoch that
+``load_state_dict`` left part done, since it would end short of that length.
+``BackupAndRestore`` ends such an epoch itself: it marks its loader (``resume_handled``).
+
 TensorFlow is imported when the first dataset is made (``loader_dataset``), so
 importing this module stays light. See :doc:`/guide/training`.
 """
@@ -33,7 +37,14 @@ from .._loader.data_loader import DataLoader
 if TYPE_CHECKING:
     import tensorflow as tf
 
-__all__ = ["FINALIZE_TIMEOUT", "LoaderFeed", "is_loader_dataset", "loader_dataset"]
+__all__ = [
+    "FINALIZE_TIMEOUT",
+    "LoaderFeed",
+    "check_whole_epoch",
+    "is_loader_dataset",
+    "loader_dataset",
+    "resume_handled",
+]
 
 # When a dataset is collected, or at interpreter exit: the most seconds to wait for
 # loader threads still inside a call of the yield function. Those still running then
@@ -43,6 +54,31 @@ FINALIZE_TIMEOUT = 5.0
 # The LoaderDataset class once made: a subclass of tf.data.Dataset, so made after TensorFlow's import.
 _made: list[type] = []
 _made_lock = threading.Lock()
+# Loaders whose part-done first epoch a Keras callback ends itself (BackupAndRestore).
+_resumes_handled: weakref.WeakSet[DataLoader] = weakref.WeakSet()
+
+
+def resume_handled(loader: DataLoader) -> None:
+    """Let datasets of declared length over ``loader`` start with an epoch part done: the caller ends it."""
+    _resumes_handled.add(loader)
+
+
+def check_whole_epoch(loader: DataLoader) -> None:
+    """Raise unless ``loader``'s next iteration is a whole epoch, or a callback ends its part epoch.
+
+    Raises:
+        ValueError: ``load_state_dict`` left the next epoch part done (the message names ``BackupAndRestore``).
+    """
+    state = loader.state_dict()
+    # A state loaded and not yet iterated names the next epoch, with what of it was done. A loader
+    # left part way through an epoch names that epoch instead, and its next iteration is a whole one.
+    if state["epoch"] == loader.epoch + 1 and state["done"] and loader not in _resumes_handled:
+        raise ValueError(
+            f"{loader.name!r} was restored mid-epoch by load_state_dict, so its next epoch is shorter than the "
+            "dataset declares, and fit would fail at that epoch's end. To resume fit "
+            "mid-epoch, give the fresh loader's dataset and parallel_loader.keras.BackupAndRestore to fit: it saves "
+            "and restores the loader with the model. Or restore from a state saved at an epoch's end"
+        )
 
 
 class LoaderFeed:
@@ -51,11 +87,13 @@ class LoaderFeed:
     Args:
         loader: the loader the dataset's iterations read.
         owned: whether the dataset made the loader (and so closes it).
+        declared: whether the dataset declares the epoch's length (then each iteration must be a whole epoch).
     """
 
-    def __init__(self, loader: DataLoader, owned: bool) -> None:
+    def __init__(self, loader: DataLoader, owned: bool, declared: bool = False) -> None:
         self.loader = loader
         self.owned = owned
+        self.declared = declared
         self._lock = threading.Lock()  # guards _iterating
         self._iterating = False
 
@@ -70,6 +108,7 @@ class LoaderFeed:
         Raises:
             RuntimeError: another iteration of the dataset is in progress.
             LoaderClosed: the dataset, or its loader, was closed.
+            ValueError: the dataset declares its length and the loader was restored mid-epoch.
         """
         if not self._claim():
             # An iterator dropped in a reference cycle holds its epoch until the garbage
@@ -82,6 +121,8 @@ class LoaderFeed:
                     "Finish or drop the other iterator first, or make a second dataset for a second consumer"
                 )
         try:
+            if self.declared:
+                check_whole_epoch(self.loader)
             batches = iter(self.loader)
             try:
                 held = next(batches)

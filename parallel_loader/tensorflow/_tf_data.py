@@ -23,7 +23,7 @@ from .._loader.data_loader import DataLoader
 from .._loader.placement import training_placement
 from .._loader.sharding import Remainder, check_shard
 from ._device_prefetch import prefetch_dataset
-from ._loader_dataset import LoaderFeed, is_loader_dataset, loader_dataset
+from ._loader_dataset import LoaderFeed, check_whole_epoch, is_loader_dataset, loader_dataset
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -136,6 +136,7 @@ def as_tf_dataset(
         batch_size, drop_last, collate, workers: the same.
         num_shards, shard_index, shard_remainder: the same. A ``DataLoader`` given
             keeps its own sharding, which must be the one asked for here, if any.
+            It must not be restored mid-epoch (see ``Raises``).
         input_context: a ``tf.distribute.InputContext``: shard by its
             ``num_input_pipelines`` and ``input_pipeline_id`` instead of
             ``num_shards`` and ``shard_index``.
@@ -164,6 +165,8 @@ def as_tf_dataset(
             instance is expected, or a batch whose structure cannot be turned into tensors.
         ValueError: an argument is out of range, a ``DataLoader`` given is not
             sharded as asked, or there is no batch to infer the signature from.
+            Or the ``DataLoader`` given was restored mid-epoch by ``load_state_dict``:
+            resume ``fit`` with ``parallel_loader.keras.BackupAndRestore`` instead.
     """
     import tensorflow as tf
 
@@ -192,6 +195,8 @@ def as_tf_dataset(
         owned = True
     full_length = epoch_length(loader.yield_fn)
     length = loader.batches_per_epoch if full_length is None else len(loader)
+    if length is not None and not owned:
+        check_whole_epoch(loader)  # restored mid-epoch, fit would fail at that epoch's end
     try:
         output_signature = _signature(loader.yield_fn, full_length, output_signature)
     except BaseException:
@@ -199,7 +204,7 @@ def as_tf_dataset(
             loader.close()
         raise
 
-    feed = LoaderFeed(loader, owned)
+    feed = LoaderFeed(loader, owned, declared=length is not None)
     dataset = tf.data.Dataset.from_generator(feed.epoch, output_signature=output_signature)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))

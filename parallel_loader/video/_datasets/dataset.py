@@ -19,7 +19,7 @@ from ..._core.checks import check_int
 from ..._data.yield_function import YieldFunction
 from ..._faults.quarantine import Quarantine
 from .._indexes.cache import IndexCache, default_index_cache
-from .._samples.augment import Augment, augment_of
+from .._samples.augment import Augment, Resize, augment_of
 from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
@@ -28,6 +28,7 @@ from .draws import EpochDraws, Weights, check_weights
 from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
+from .short_clips import ShortClips, check_short_clips
 from .timing import check_timing
 
 __all__ = ["VideoDataset"]
@@ -57,7 +58,7 @@ class VideoDataset(YieldFunction):
         on_error: ``"raise"`` raises for a bad sample. ``"skip"`` replaces it in
             training and leaves it out of its batch in evaluation. It lists it in ``skipped``.
         dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
-        crop_fraction: the crop's share of the decoded frame's height and width.
+        crop_fraction: the crop's share of the box ``size / crop_fraction`` that each frame is fitted to.
         classes: class names in label order, for rows; a ``SampleList`` has its own.
         exact_counts: index every video at construction and count the frames
             that decode, finding bad files there.
@@ -84,12 +85,20 @@ class VideoDataset(YieldFunction):
         stream: the stream read from each file, by its number; ``None`` takes
             the video stream FFmpeg picks as best (see ``read_clip``).
         fps: sample each clip at this many frames a second, by the files'
-            timestamps, instead of ``stride`` frames apart. Clips then last
-            ``clip_len / fps`` seconds whatever each file's frame rate.
+            timestamps, instead of ``stride`` frames apart. A clip's first and
+            last frames are then ``(clip_len - 1) / fps`` seconds apart, whatever each file's frame rate.
         weights: how often training draws each sample: ``None`` takes each once
             an epoch. ``"balanced"`` weighs a sample by 1 / its class's count;
             or give one number per sample. Draws are with replacement.
         samples_per_epoch: the samples an epoch draws in training; default: as many as listed.
+        resize: how a frame is fitted to ``size / crop_fraction`` before the crop:
+            ``"short_side"`` keeps the aspect ratio and covers it; ``"stretch"``
+            squashes the frame to it; ``"pad"`` keeps the aspect ratio and letterboxes.
+            ``scale`` and random resized crops set their own scale, keeping the aspect ratio.
+        short_clips: a sample too short for a clip: ``"loop"`` wraps the clip
+            around to its first frame; ``"repeat_last"`` repeats its last frame;
+            ``"pad"`` adds black frames; ``"error"`` makes it a bad sample. Lengthened
+            clips are counted in ``stats()``.
 
     Raises:
         TypeError: an argument has the wrong type.
@@ -139,8 +148,11 @@ class VideoDataset(YieldFunction):
         fps: float | None = None,
         weights: Weights = None,
         samples_per_epoch: int | None = None,
+        resize: Resize = "short_side",
+        short_clips: ShortClips = "loop",
     ) -> None:
         self.stream, self.fps = check_timing(stream, fps, sampling, stride)
+        self.resize, self.short_clips = resize, check_short_clips(short_clips)
         args = check_arguments(
             batch_size=batch_size,
             clip_len=clip_len,
@@ -160,7 +172,7 @@ class VideoDataset(YieldFunction):
             find_missing=find_missing,
         )
         weights, samples_per_epoch = check_weights(weights, samples_per_epoch, len(samples), args.train)
-        augment = augment_of(augment, scale, args.size)
+        augment = augment_of(augment, scale, args.size, resize)
         samples, listed = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
         self.clip_len = args.clip_len
@@ -205,8 +217,10 @@ class VideoDataset(YieldFunction):
             augment=augment,
             stream=self.stream,
             fps=self.fps,
+            resize=self.resize,
+            short_clips=self.short_clips,
         )
-        self.span = self._reader.span  # the fewest frames a sample needs
+        self.span = self._reader.span  # the frames a clip spans; a shorter sample is lengthened (short_clips)
         self.quarantine = Quarantine() if quarantine is None else quarantine
         self.skipped: dict[str, str] = self.quarantine.reasons  # the bad samples: key -> reason
         self._bad = BadSamples(self.quarantine, self.on_error)
@@ -346,6 +360,13 @@ class VideoDataset(YieldFunction):
     def replaced(self) -> int:
         """How many clips were replaced by another sample's because their file failed to decode."""
         return len(self._bad.replacements)
+
+    def stats(self) -> dict[str, int]:
+        """Return the counts of ``skipped`` samples, ``replaced`` clips and clips ``lengthened`` (``short_clips``).
+
+        Counted in this process: a worker process counts its own.
+        """
+        return {"skipped": len(self.skipped), "replaced": self.replaced, "lengthened": self._reader.lengthened.count}
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._describe()}>"

@@ -13,13 +13,14 @@ from typing import Literal
 from ..._faults.quarantine import Quarantine
 from .._indexes.cache import IndexCache
 from .._samples.annotations import VIDEO_EXTENSIONS, folder_samples
-from .._samples.augment import Augment
+from .._samples.augment import Augment, Resize
 from .._samples.exclude import Exclude
 from .._samples.parsing import root_path
 from .._samples.sampling import Sampling
 from .dataset import VideoDataset
 from .draws import Weights
 from .outputs import BatchTransform, Labels, Transform
+from .short_clips import ShortClips
 
 __all__ = ["VideoFolder"]
 
@@ -43,7 +44,7 @@ class VideoFolder(VideoDataset):
         seed: makes the augmentation and shuffling reproducible; ``None`` draws one.
         on_error: ``"raise"`` or ``"skip"``, see ``VideoDataset``.
         dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
-        crop_fraction: the crop's share of the decoded frame's height and width.
+        crop_fraction: the crop's share of the box each frame is fitted to, see ``VideoDataset``.
         classes: class folder names to use, in label order (e.g. the training set's
             ``classes`` for a validation set); default: every subfolder, sorted.
         extensions: the file name endings that count as videos; other files are ignored.
@@ -70,6 +71,8 @@ class VideoFolder(VideoDataset):
         weights: how often training draws each video: ``"balanced"``, or one number
             per video found, in sorted order (excluded ones included); see ``VideoDataset``.
         samples_per_epoch: the videos an epoch draws in training; default: as many as there are.
+        resize: how a frame is fitted before the crop, see ``VideoDataset``.
+        short_clips: how a video too short for a clip is read, see ``VideoDataset``.
 
     Raises:
         TypeError: ``root`` is not a path, or an argument has the wrong type.
@@ -119,6 +122,8 @@ class VideoFolder(VideoDataset):
         fps: float | None = None,
         weights: Weights = None,
         samples_per_epoch: int | None = None,
+        resize: Resize = "short_side",
+        short_clips: ShortClips = "loop",
     ) -> None:
         self.root = root_path(root)
         super().__init__(
@@ -152,6 +157,8 @@ class VideoFolder(VideoDataset):
             fps=fps,
             weights=weights,
             samples_per_epoch=samples_per_epoch,
+            resize=resize,
+            short_clips=short_clips,
         )
 
     def _describe(self) -> str:

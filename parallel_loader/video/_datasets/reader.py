@@ -3,14 +3,16 @@
 A ``Video`` is one sample as a read needs it. A ``SampleReader`` holds what a
 read needs to know: the clip's shape, the sampling and the output type. It
 learns a sample's frames from its file's index and header at the first read.
-``SampleView`` is the dataset's ``samples``. See :doc:`/video/datasets`.
+It fits each frame to the output as ``resize`` says, and lengthens short clips
+as ``short_clips`` says. ``SampleView`` is the dataset's ``samples``.
+See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +22,12 @@ from .._base.errors import VideoDecodeError
 from .._base.facts import sorted_unique
 from .._base.info import VideoInfo
 from .._indexes.cache import IndexCache
-from .._read.clips import probe, read_clip, read_frames
-from .._samples.augment import Augment, Plan
+from .._read.clips import probe, read_frames
+from .._samples.augment import Augment, Plan, Resize, fitted
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling, crops, frames_needed, temporal_views
-from .timing import segment_frames, time_views, too_short
+from .short_clips import BLACK, Lengthened, ShortClips, lengthen
+from .timing import segment_frames, short_time_view, time_views, too_short
 
 __all__ = ["EXACT_HINT", "SampleReader", "SampleView", "Video", "frame_range", "listed"]
 
@@ -73,7 +76,7 @@ class SampleReader:
         stride: the step between a clip's frames (``sampling="clip"``).
         sampling: ``"clip"`` or ``"segments"``.
         size: ``(height, width)`` of the output frames.
-        decode_size: ``(height, width)`` the frames are decoded at, before the crop.
+        decode_size: ``(height, width)`` of the box a frame is fitted to by ``resize``, before the crop.
         dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
         seek: passed to ``read_clip``.
         exact_counts: trust the frames that decode over a damaged file's header.
@@ -84,6 +87,11 @@ class SampleReader:
         augment: the spatial augmentation; ``None`` crops ``decode_size`` frames at random, and flips.
         stream: the stream read, by its number; None for FFmpeg's best video stream.
         fps: sample each clip at this many frames a second, by timestamps (see ``timing``); None: by frames.
+        resize: how a frame fills ``decode_size``: ``"short_side"``, ``"stretch"`` or ``"pad"`` (``augment.fitted``).
+        short_clips: how a sample too short for a clip is read (see ``short_clips``).
+
+    Attributes:
+        lengthened: the clips lengthened (``short_clips``), counted.
     """
 
     def __init__(
@@ -104,6 +112,8 @@ class SampleReader:
         augment: Augment | None = None,
         stream: int | None = None,
         fps: float | None = None,
+        resize: Resize = "stretch",
+        short_clips: ShortClips = "error",
     ) -> None:
         self.clip_len = clip_len
         self.stride = stride
@@ -121,6 +131,9 @@ class SampleReader:
         self.views = views
         self.train = train
         self.augment = augment
+        self.resize = resize
+        self.short_clips = short_clips
+        self.lengthened = Lengthened(short_clips)
         self._headers: dict[str, VideoInfo] = {}  # headers read, see header
 
     def __getstate__(self) -> dict[str, Any]:
@@ -177,15 +190,22 @@ class SampleReader:
         """Return the size to decode ``video``'s frames at and the windows to cut, drawn from ``rng`` in training.
 
         Raises:
-            VideoDecodeError: ``augment`` needs the frame size and the header gives none.
+            VideoDecodeError: ``augment`` or ``resize`` needs the frame size and the header gives none.
             OSError: the header cannot be read.
         """
-        if self.augment is None:
+        if self.augment is None and self.resize == "stretch":  # no header needed
             return Plan(self.decode_size, crops(self.decode_size, self.size, rng, num_crops=self.num_crops))
         header = self.header(video.path)
         if not (header.height > 0 and header.width > 0):
-            raise VideoDecodeError(video.path, "its header gives no frame size, which the augmentation scales by")
-        return self.augment.plan((header.height, header.width), self.size, self.decode_size, rng, self.num_crops)
+            raise VideoDecodeError(
+                video.path, f"its header gives no frame size, which resize={self.resize!r} and the augmentation need"
+            )
+        frame = (header.height, header.width)
+        decode_size, letterbox = fitted(frame, self.decode_size, self.resize)
+        box = self.decode_size if letterbox else None
+        if self.augment is None:
+            return Plan(decode_size, crops(box or decode_size, self.size, rng, num_crops=self.num_crops), box)
+        return self.augment.plan(frame, self.size, decode_size, rng, self.num_crops, box)
 
     def lacking(self, video: Video, first: int, stop: int, cache: IndexCache) -> str:
         """Return why ``video``'s frames ``first`` to ``stop - 1`` give no clip, or "" when they give one.
@@ -193,10 +213,14 @@ class SampleReader:
         Raises:
             VideoDecodeError: with ``fps``, the file's timestamps cannot place frames in time.
         """
+        lengthens = self.short_clips != "error"
         if self.fps is None or stop <= first:
-            return "" if stop - first >= self.span else self.too_few(video, first, stop)
+            if stop - first >= self.span or (lengthens and stop > first):
+                return ""
+            return self.too_few(video, first, stop)
         index = cache.get(video.path, stream=self.stream)
-        return too_short(index, first, stop, self.clip_len, self.fps, video.path)
+        why = too_short(index, first, stop, self.clip_len, self.fps, video.path)
+        return "" if lengthens and min(stop, index.frames) > first else why
 
     def needs(self) -> str:
         """Return what a sample needs, for a message: ``"a clip of 16 frames at stride 2 needs (31)"``."""
@@ -240,29 +264,35 @@ class SampleReader:
             OSError: the file cannot be read.
         """
         draw = rng if self.train else None
-        if self.fps is not None:
-            index = cache.get(video.path, stream=self.stream)
-            views = time_views(index, first, stop, self.clip_len, self.fps, draw, self.num_clips, video.path)
+        views, short = self._views(video, first, stop, draw, cache)
+        if short:
+            self.lengthened.add(video.key, video.path, short)
+        # Fitted by resize alone, the decode size comes from the first frame decoded: no header is read.
+        fit = self.augment is None and self.resize != "stretch"
+        if fit:
+            size: Any = functools.partial(_fitted_size, self.decode_size, self.resize)
         else:
-            views = temporal_views(
-                self.sampling, first, stop, self.clip_len, self.stride, draw, num_views=self.num_clips
-            )
-        decode_size, windows = self.plan(video, draw)
-        options: dict[str, Any] = dict(size=decode_size, seek=self.seek, index_cache=cache, stream=self.stream)
-        read = functools.partial(read_clip, video.path, **options)
+            size, windows, box = self.plan(video, draw)
+        options: dict[str, Any] = dict(size=size, seek=self.seek, index_cache=cache, stream=self.stream)
+        read = functools.partial(read_frames, video.path, **options)
         try:
-            if self.fps is not None:  # frames played at evenly spaced times: repeated or skipped
-                clips = [read_frames(video.path, v, **options) for v in views]
+            if self.fps is not None or short:  # frames played at evenly spaced times, or lengthened
+                clips = [_read_listed(read, v) for v in views]
             elif self.sampling == "clip":
-                clips = [read(int(v[0]), self.clip_len, self.stride) for v in views]
-            else:  # each frame read once, however many views share it
+                clips = [read(v) for v in views]
+            else:  # each frame read once (a read each), however many views share it
                 wanted = sorted_unique(np.concatenate(views))[0]
-                frames = np.concatenate([read(int(i), 1, 1) for i in wanted])
+                frames = np.concatenate([read(wanted[k : k + 1]) for k in range(len(wanted))])
                 clips = [frames[np.searchsorted(wanted, v)] for v in views]
         except VideoDecodeError as exc:
             if self.exact_counts or "ends after" not in exc.reason:
                 raise
             raise VideoDecodeError(video.path, exc.reason + EXACT_HINT) from exc
+        if fit:  # the windows of the frames as decoded, drawn after the views as plan draws them
+            box = self.decode_size if self.resize == "pad" else None
+            windows = crops(box or clips[0].shape[1:3], self.size, draw, num_crops=self.num_crops)
+        if box is not None:
+            clips = [_letterboxed(clip, box) for clip in clips]
         targets = iter(out if self.views is not None else [out])
         height, width = self.size
         for clip in clips:
@@ -275,6 +305,55 @@ class SampleReader:
                     target[...] = view
                 else:
                     np.multiply(view, np.float32(1 / 255), out=target)
+
+    def _views(
+        self, video: Video, first: int, stop: int, draw: np.random.Generator | None, cache: IndexCache
+    ) -> tuple[list[np.ndarray], str]:
+        """Return the frames of each view (``BLACK`` for a black frame), and why the sample is short ("" if not).
+
+        Raises:
+            VideoDecodeError: with ``fps``, the frames last too short a time and
+                ``short_clips`` is ``"error"``, or the index cannot place frames in time.
+        """
+        count = 1 if draw is not None else self.num_clips
+        policy = self.short_clips
+        if self.fps is not None:
+            index = cache.get(video.path, stream=self.stream)
+            short = "" if policy == "error" else too_short(index, first, stop, self.clip_len, self.fps, video.path)
+            if short:
+                return [short_time_view(index, first, stop, self.clip_len, self.fps, policy, video.path)] * count, short
+            return time_views(index, first, stop, self.clip_len, self.fps, draw, self.num_clips, video.path), ""
+        frames = stop - first
+        if frames >= self.span or policy == "error":
+            views = temporal_views(self.sampling, first, stop, self.clip_len, self.stride, draw, num_views=count)
+            return views, ""
+        step = self.stride if self.sampling == "clip" else 1
+        offsets, kept = lengthen(step * np.arange(self.clip_len, dtype=np.int64), frames, policy)
+        return [np.where(kept, first + offsets, BLACK)] * count, f"has {frames} frames, fewer than {self.needs()}"
+
+
+def _read_listed(read: Callable[[np.ndarray], np.ndarray], frames: np.ndarray) -> np.ndarray:
+    """``read(frames)``: the frames in that order (repeats allowed), black where a frame is ``BLACK``."""
+    kept = frames != BLACK
+    if kept.all():
+        return read(frames)
+    got = read(frames[kept])  # a short clip keeps its first frame: never all black
+    clip = np.zeros((len(frames), *got.shape[1:]), dtype=np.uint8)
+    clip[kept] = got
+    return clip
+
+
+def _fitted_size(box: tuple[int, int], resize: Resize, height: int, width: int) -> tuple[int, int]:
+    """The size to decode a frame of ``(height, width)`` at, to fill ``box`` as ``resize`` says."""
+    return fitted((height, width), box, resize)[0]
+
+
+def _letterboxed(clip: np.ndarray, box: tuple[int, int]) -> np.ndarray:
+    """``clip``'s frames centred in a black box of ``box`` (height, width)."""
+    boxed = np.zeros((len(clip), *box, 3), dtype=clip.dtype)
+    top, left = (box[0] - clip.shape[1]) // 2, (box[1] - clip.shape[2]) // 2
+    boxed[:, top : top + clip.shape[1], left : left + clip.shape[2]] = clip
+    return boxed
 
 
 class SampleView(Sequence[tuple[str, int, int]]):

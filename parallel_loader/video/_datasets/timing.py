@@ -9,7 +9,9 @@ Words used here (see ``_read.times`` for a frame's *display time* and the frame 
   for ``k`` in ``0 .. clip_len - 1``. So clips of 25-, 30-, 60-fps and
   variable-rate files last the same time. At 30 fps a 25-fps file repeats
   frames and a 60-fps one skips. ``t0`` is drawn in training and spread evenly
-  in evaluation, as ``_samples.sampling`` draws a clip's first frame.
+  in evaluation, as ``_samples.sampling`` draws a clip's first frame. So a
+  clip's first and last frames are played ``(clip_len - 1) / fps`` seconds
+  apart, and a sample must last longer than that (or be lengthened, see ``short_clips``).
 
 Nothing here decodes: the file's index holds its timestamps. See :doc:`/video/datasets`.
 """
@@ -27,8 +29,9 @@ from .._base.facts import VideoIndex
 from .._media.streams import check_stream
 from .._read.times import display_times
 from .._samples.sampling import Sampling
+from .short_clips import BLACK, ShortClips, lengthen
 
-__all__ = ["check_timing", "segment_frames", "time_views", "too_short"]
+__all__ = ["check_timing", "segment_frames", "short_time_view", "time_views", "too_short"]
 
 _SLACK = 1e-9  # seconds: a segment's bound written as 0.1 s holds the frame whose timestamp is 0.1 s
 
@@ -104,6 +107,32 @@ def time_views(
         starts = [begin + room * (2 * j + 1) / (2 * num_views) for j in range(num_views)]
     steps = np.arange(clip_len, dtype=np.float64) / fps
     return [np.searchsorted(times, t0 + steps, side="right").astype(np.int64) - 1 for t0 in starts]
+
+
+def short_time_view(
+    index: VideoIndex,
+    first: int,
+    stop: int,
+    clip_len: int,
+    fps: float,
+    policy: ShortClips,
+    path: str | os.PathLike[str],
+) -> np.ndarray:
+    """The frame numbers of a short clip at ``fps`` from frame ``first``, lengthened by ``policy``.
+
+    The frames ``first`` to ``stop - 1`` must hold at least one frame. A
+    ``BLACK`` frame number stands for a black frame (``"pad"``).
+
+    Raises:
+        VideoDecodeError: the index cannot place frames in time.
+    """
+    times = display_times(index, path)
+    stop = min(stop, index.frames)
+    begin = float(times[first])
+    offsets, kept = lengthen(np.arange(clip_len, dtype=np.float64) / fps, float(times[stop]) - begin, policy)
+    # The slack keeps a looped time that rounding put a hair early (1.8 s mod 1.6 s) on its frame.
+    frames = np.searchsorted(times, begin + offsets + _SLACK, side="right").astype(np.int64) - 1
+    return np.where(kept, np.clip(frames, first, stop - 1), BLACK)
 
 
 def too_short(index: VideoIndex, first: int, stop: int, clip_len: int, fps: float, path: str | os.PathLike[str]) -> str:

@@ -13,7 +13,7 @@ from av.video.stream import VideoStream
 from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex, sorted_unique
 from .frames import SeekMismatch, decode, frames_from, open_video, packets
-from .pixels import Orientation, RGBFrames
+from .pixels import FrameSize, Orientation, RGBFrames
 from .streams import StreamChoice
 
 __all__ = ["Clip", "fill_seeking", "read_in_order", "read_seeking"]
@@ -25,7 +25,7 @@ class Clip:
     Args:
         frames: the frame numbers returned, in order; any order, repeats allowed
             (each is decoded and converted once).
-        size: ``(height, width)`` of the frames, or None for their own size.
+        size: ``(height, width)`` of the frames, None for their own size, or a function of it (see ``RGBFrames``).
         rotate: turn frames as the display matrix says.
         turn: the container's display matrix's turn, for frames decoded without it (see ``RGBFrames``).
     """
@@ -33,7 +33,7 @@ class Clip:
     def __init__(
         self,
         frames: Sequence[int] | np.ndarray,
-        size: tuple[int, int] | None,
+        size: FrameSize,
         rotate: bool = True,
         turn: Orientation | None = None,
     ) -> None:
@@ -59,7 +59,7 @@ class Clip:
         start: int,
         clip_len: int,
         stride: int,
-        size: tuple[int, int] | None,
+        size: FrameSize,
         rotate: bool = True,
         turn: Orientation | None = None,
     ) -> Clip:

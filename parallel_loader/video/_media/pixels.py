@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 from typing import NamedTuple
 
 import av
@@ -29,7 +30,11 @@ from av.sidedata.sidedata import Type
 
 from .scalers import Scaler, scaler_for
 
-__all__ = ["Orientation", "RGBFrames", "frame_checksum", "frame_orientation", "orientation"]
+__all__ = ["FrameSize", "Orientation", "RGBFrames", "frame_checksum", "frame_orientation", "orientation"]
+
+# The size frames are made at, as displayed: ``(height, width)``; a function of the first frame's
+# ``(height, width)`` as displayed, for a size that depends on it; or None for the frame's own.
+FrameSize = tuple[int, int] | Callable[[int, int], tuple[int, int]] | None
 
 
 class Orientation(NamedTuple):
@@ -106,16 +111,15 @@ class RGBFrames:
     Args:
         size: ``(height, width)`` of the frames returned, as displayed; ``None``
             keeps the frame's own size (turned: a 1920x1080 frame shown upright
-            at 90 degrees comes out 1080 wide and 1920 high).
+            at 90 degrees comes out 1080 wide and 1920 high). A function of the
+            first frame's ``(height, width)`` as displayed gives the size from it.
         rotate: turn frames as the display matrix says; ``False`` keeps them as stored.
         turn: the turn of the container's display matrix, used instead of the
             first frame's. Frames decoded without their container lack it. ``None``
             reads the first frame's.
     """
 
-    def __init__(
-        self, size: tuple[int, int] | None = None, rotate: bool = True, turn: Orientation | None = None
-    ) -> None:
+    def __init__(self, size: FrameSize = None, rotate: bool = True, turn: Orientation | None = None) -> None:
         self.size = size
         self.rotate = rotate
         self._orientation: Orientation | None = turn if rotate else None
@@ -125,9 +129,10 @@ class RGBFrames:
     def shape(self, frame: av.VideoFrame) -> tuple[int, int]:
         """``(height, width)`` of the arrays ``convert`` makes (the first frame fixes the orientation)."""
         turn = self._turn(frame)
-        if self.size is not None:
-            return self.size
-        return turn.stored_size(frame.height, frame.width)
+        shown = turn.stored_size(frame.height, frame.width)
+        if callable(self.size):
+            self.size = self.size(*shown)  # fixed by the first frame, as the orientation is
+        return shown if self.size is None else self.size
 
     def convert(self, frame: av.VideoFrame, out: np.ndarray | None = None) -> np.ndarray:
         """``frame`` as RGB, scaled and turned; written into ``out`` (height, width, 3) when given."""

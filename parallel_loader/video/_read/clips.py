@@ -20,6 +20,7 @@ from .._base.info import VideoInfo
 from .._base.keys import is_url
 from .._bytes.source import VideoSource, video_source
 from .._indexes.cache import IndexCache, default_index_cache
+from .._media.pixels import FrameSize
 from .._media.streams import check_stream
 from .local import header_frames, probe_local, read_local
 from .remote import probe_remote, read_remote
@@ -161,7 +162,7 @@ def read_clip(
 def read_frames(
     path: VideoSource,
     frames: np.ndarray,
-    size: tuple[int, int] | None,
+    size: FrameSize,
     *,
     seek: bool = True,
     rotate: bool = True,
@@ -170,7 +171,8 @@ def read_frames(
 ) -> np.ndarray:
     """The ``frames`` of a local file, a URL or a video in memory, in that order (repeats allowed).
 
-    The arguments are already checked, but for ``path``.
+    The arguments are already checked, but for ``path``. ``size`` may also be a function of
+    the first frame's ``(height, width)``, as displayed (see ``RGBFrames``).
     """
     cache = default_index_cache() if index_cache is None else index_cache
     path = video_source(path)

@@ -29,6 +29,7 @@ from .._indexes.cache import IndexCache, default_index_cache
 from .._indexes.track_packets import read_at
 from .._media.clip import Clip, read_in_order, read_seeking
 from .._media.frames import open_video
+from .._media.pixels import FrameSize
 from .._media.streams import StreamChoice, stream_info
 from .spans import decode_span
 
@@ -70,7 +71,7 @@ def header_frames(path: str | os.PathLike[str], stream: StreamChoice = None) -> 
 def read_local(
     path: str | os.PathLike[str],
     frames: Sequence[int] | np.ndarray,
-    size: tuple[int, int] | None = None,
+    size: FrameSize = None,
     *,
     seek: bool = True,
     rotate: bool = True,

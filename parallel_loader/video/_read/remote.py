@@ -39,6 +39,7 @@ from .._bytes.range_file import RangeFile, fetch_whole
 from .._indexes.cache import IndexCache, index_remote
 from .._indexes.packet_table import PacketTable, kept_table
 from .._media.clip import Clip
+from .._media.pixels import FrameSize
 from .._media.streams import StreamChoice, chosen_stream, stream_info
 from .local import read_local
 from .spans import decode_span
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 def read_remote(
     url: str,
     frames: Sequence[int] | np.ndarray,
-    size: tuple[int, int] | None,
+    size: FrameSize,
     seek: bool,
     cache: IndexCache,
     rotate: bool = True,

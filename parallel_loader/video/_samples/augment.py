@@ -5,8 +5,9 @@ a random resized crop; and a horizontal flip. ``Augment.plan`` turns them into a
 ``Plan`` for one clip, drawn from a ``numpy`` generator. A plan's window is
 always the output size: a random resized crop is done by decoding the whole
 frame at the scale that makes the window that size. So the decoder scales each
-frame once, and no second resize is needed. Pure functions: nothing is decoded
-here. See :doc:`/video/augmentation`.
+frame once, and no second resize is needed. ``fitted`` says how a frame fills a
+box (``resize``): its short side scaled, stretched, or letterboxed. Pure
+functions: nothing is decoded here. See :doc:`/video/augmentation`.
 """
 
 from __future__ import annotations
@@ -19,19 +20,45 @@ import numpy as np
 
 from .sampling import Crop, crops
 
-__all__ = ["CROPS", "Augment", "Plan", "augment_of"]
+__all__ = ["CROPS", "RESIZES", "Augment", "Plan", "Resize", "augment_of", "fitted"]
 
 CropMode = Literal["random", "resized"]
 CROPS: tuple[CropMode, ...] = ("random", "resized")
+Resize = Literal["short_side", "stretch", "pad"]
+RESIZES: tuple[Resize, ...] = ("short_side", "stretch", "pad")
 # Tries at a random resized crop's area and ratio before the centre crop is taken, as torchvision does.
 _RESIZED_TRIES = 10
 
 
 class Plan(NamedTuple):
-    """How one clip's frames are made: decoded at ``decode_size`` (height, width), then each window cut."""
+    """How one clip's frames are made: decoded at ``decode_size`` (height, width), then each window cut.
+
+    With a ``box`` (height, width), the decoded frames sit at its centre on
+    black, and the windows are cut from the box (letterboxing).
+    """
 
     decode_size: tuple[int, int]
     windows: list[Crop]
+    box: tuple[int, int] | None = None
+
+
+def fitted(frame: tuple[int, int], box: tuple[int, int], resize: Resize) -> tuple[tuple[int, int], bool]:
+    """The size to decode frames of ``frame`` (height, width) at, to fill ``box``; and whether to letterbox.
+
+    ``"short_side"`` keeps the aspect ratio and covers the box: the frame's
+    short side becomes the box's, for a square box. ``"stretch"`` gives the box
+    itself. ``"pad"`` keeps the aspect ratio and fits inside the box, to be
+    centred on black.
+    """
+    if resize == "stretch":
+        return box, False
+    height, width = frame
+    cover = resize == "short_side"
+    scale = (max if cover else min)(box[0] / height, box[1] / width)
+    size = (max(1, round(height * scale)), max(1, round(width * scale)))
+    if cover:  # rounding never leaves the box uncovered
+        return (max(size[0], box[0]), max(size[1], box[1])), False
+    return (min(size[0], box[0]), min(size[1], box[1])), True
 
 
 @dataclass(frozen=True)
@@ -41,8 +68,8 @@ class Augment:
     Training draws one window per clip; evaluation takes the centre one (or
     three), without flips. ``crop="random"`` cuts a window of the output size
     from the frame scaled to a random short side in ``scale``. Without
-    ``scale``, the frame is scaled by the data set's ``crop_fraction``, as
-    without ``Augment``. ``crop="resized"`` is a random resized crop. Its window
+    ``scale``, the frame is scaled by the data set's ``crop_fraction`` and
+    ``resize``, as without ``Augment``. ``crop="resized"`` is a random resized crop. Its window
     covers ``area`` of the frame at an aspect in ``ratio`` (width / height), and
     is scaled to the output size. Evaluation with ``scale`` scales the short side
     to ``scale[0]``.
@@ -108,27 +135,30 @@ class Augment:
         decode_size: tuple[int, int],
         rng: np.random.Generator | None,
         num_crops: int = 1,
+        box: tuple[int, int] | None = None,
     ) -> Plan:
         """Return how to make one clip from frames of ``frame`` (height, width, as displayed).
 
         Args:
             frame: the video's frame size.
             size: the output size.
-            decode_size: the size to decode at without ``scale`` (from ``crop_fraction``).
+            decode_size: the size to decode at without ``scale`` (from ``crop_fraction`` and ``resize``).
             rng: draws the scale, then the window, then the flip (training);
                 ``None`` takes ``num_crops`` centred windows (evaluation).
             num_crops: windows without ``rng``: 1 or 3, as ``crops`` takes them.
+            box: without ``scale``, the box that ``decode_size`` frames are letterboxed in, if any.
         """
         if self.crop == "resized" and rng is not None:
             return self._resized(frame, size, rng)
         if self.scale is not None:
             short = self.scale[0] if rng is None else int(rng.integers(self.scale[0], self.scale[1] + 1))
-            decode_size = _short_side(frame, short)
+            decode_size, box = _short_side(frame, short), None
+        cut = decode_size if box is None else box
         if rng is None:
-            return Plan(decode_size, crops(decode_size, size, None, num_crops=num_crops))
-        spare_h, spare_w = decode_size[0] - size[0], decode_size[1] - size[1]
+            return Plan(decode_size, crops(cut, size, None, num_crops=num_crops), box)
+        spare_h, spare_w = cut[0] - size[0], cut[1] - size[1]
         top, left = int(rng.integers(spare_h + 1)), int(rng.integers(spare_w + 1))
-        return Plan(decode_size, [Crop(top, left, self._flip(rng))])
+        return Plan(decode_size, [Crop(top, left, self._flip(rng))], box)
 
     def _resized(self, frame: tuple[int, int], size: tuple[int, int], rng: np.random.Generator) -> Plan:
         """A random resized crop: a window of the frame, and the decode size that makes it ``size``."""
@@ -179,13 +209,16 @@ def _pair(name: str, value: object, integers: bool = False) -> tuple[float, floa
     return (int(low), int(high)) if integers else (float(low), float(high))
 
 
-def augment_of(augment: object, scale: object, size: tuple[int, int]) -> Augment | None:
+def augment_of(augment: object, scale: object, size: tuple[int, int], resize: Resize = "short_side") -> Augment | None:
     """A data set's augmentation: ``augment``, or ``Augment(scale=scale)``; checked against the output ``size``.
 
     Raises:
         TypeError: ``augment`` is not an ``Augment``.
         ValueError: both are given, ``scale`` is out of range, or the size does not fit the scale.
+            Or ``resize`` is not one of ``RESIZES``, or is not ``"short_side"`` with a ``scale``.
     """
+    if resize not in RESIZES:
+        raise ValueError(f"resize must be one of {RESIZES}, got {resize!r}")
     if scale is not None:
         if augment is not None:
             raise ValueError("give scale=(min, max) or augment=Augment(scale=...), not both")
@@ -194,5 +227,10 @@ def augment_of(augment: object, scale: object, size: tuple[int, int]) -> Augment
         return None
     if not isinstance(augment, Augment):
         raise TypeError(f"augment must be an Augment or None, got {type(augment).__name__}")
+    if augment.scale is not None and resize != "short_side":
+        raise ValueError(
+            f"resize={resize!r} does not go with scale={augment.scale}: scale sets the short side and keeps "
+            "the aspect ratio; leave resize out, or leave scale out"
+        )
     augment.check_size(size)
     return augment
