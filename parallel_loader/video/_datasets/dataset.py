@@ -62,8 +62,7 @@ class VideoDataset(YieldFunction):
         classes: class names in label order, for rows; a ``SampleList`` has its own.
         exact_counts: index every video at construction and count the frames
             that decode, finding bad files there.
-        seek: passed to ``read_clip``: start at the keyframe before a clip, or
-            decode every frame from the first with ``False``.
+        seek: passed to ``read_clip``: ``False`` decodes every frame from the first.
         sampling: ``"clip"`` (``clip_len`` frames ``stride`` apart) or
             ``"segments"`` (one frame from each of ``clip_len`` segments).
         num_clips: clips per sample in evaluation; given, the batch has a views axis.
@@ -72,8 +71,7 @@ class VideoDataset(YieldFunction):
             command writes (see ``excluding``).
         quarantine: where bad samples are kept (``skipped``); default: a new one.
         index_cache: where the files' indexes are kept; default: ``default_index_cache()``.
-        find_missing: name missing files at construction by listing each folder
-            once; ``False`` finds them at their first read instead.
+        find_missing: name missing files at construction (``False``: at their first read).
         augment: the spatial augmentation (scale jitter, random resized crop, flip), see ``Augment``.
         scale: ``(min, max)`` short side for scale jitter, short for ``augment=Augment(scale=...)``.
         transform: ``transform(clip, rng) -> clip`` for each clip, ``rng`` drawn from (seed, epoch, position).
@@ -87,24 +85,18 @@ class VideoDataset(YieldFunction):
         fps: sample each clip at this many frames a second, by the files'
             timestamps, instead of ``stride`` frames apart. A clip's first and
             last frames are then ``(clip_len - 1) / fps`` seconds apart, whatever each file's frame rate.
-        weights: how often training draws each sample: ``None`` takes each once
-            an epoch. ``"balanced"`` weighs a sample by 1 / its class's count;
-            or give one number per sample. Draws are with replacement.
+        weights: training draws samples by weight, with replacement: ``"balanced"`` (1 / class
+            count) or one number per sample. ``None`` takes each once an epoch.
         samples_per_epoch: the samples an epoch draws in training; default: as many as listed.
-        resize: how a frame is fitted to ``size / crop_fraction`` before the crop:
-            ``"short_side"`` keeps the aspect ratio and covers it; ``"stretch"``
-            squashes the frame to it; ``"pad"`` keeps the aspect ratio and letterboxes.
-            ``scale`` and random resized crops set their own scale, keeping the aspect ratio.
-        short_clips: a sample too short for a clip: ``"loop"`` wraps the clip
-            around to its first frame; ``"repeat_last"`` repeats its last frame;
-            ``"pad"`` adds black frames; ``"error"`` makes it a bad sample. Lengthened
-            clips are counted in ``stats()``.
+        resize: how a frame fits ``size / crop_fraction`` before the crop: ``"short_side"``
+            (aspect kept, covering it), ``"stretch"`` or ``"pad"`` (aspect kept, letterboxed).
+        short_clips: a sample too short for a clip: ``"loop"``, ``"repeat_last"``, ``"pad"``
+            (black frames) or ``"error"`` (a bad sample); lengthened clips count in ``stats()``.
 
     Raises:
         TypeError: an argument has the wrong type.
-        ValueError: an argument is out of range, or no sample is left (all missing or excluded).
-            Or ``weights`` are not one finite number of at least 0 per sample, or
-            all are 0. Or only samples left out weigh more than 0.
+        ValueError: an argument is out of range, or no sample is left. Or ``weights`` are
+            not one finite number >= 0 per sample, not all 0.
         AnnotationError: a row is malformed or names an unknown class.
         FileNotFoundError: with ``on_error="raise"``, listed files are missing; or
             ``exclude`` names a file that does not exist.
