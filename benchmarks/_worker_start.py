@@ -4,8 +4,9 @@
 function must cross to the workers from ``__main__``. It makes a ``DataLoader``
 with worker processes, times the first batch from the loop's start, reads the
 rest of the epoch (so every worker has run), and prints one JSON line: each
-worker's resident memory and whether TensorFlow is loaded in it (a mapped
-TensorFlow library). ``run_script`` runs it in a new interpreter against any
+worker's resident memory, its CPU seconds so far (its start, which a loaded
+machine does not stretch as it does the wall time), and whether TensorFlow is
+loaded in it (a mapped TensorFlow library). ``run_script`` runs it in a new interpreter against any
 tree of the package, so a tree from before a change can be measured alike. The
 module knows nothing of the other benchmarks.
 """
@@ -56,7 +57,9 @@ def video_dataset(job):
 def worker(pid):
     process = psutil.Process(pid)
     maps = [m.path for m in process.memory_maps()]
-    return {"rss_mb": process.memory_info().rss / 2**20, "tensorflow": any("/tensorflow/" in p for p in maps)}
+    cpu = process.cpu_times()
+    return {"rss_mb": process.memory_info().rss / 2**20, "cpu_s": cpu.user + cpu.system,
+            "tensorflow": any("/tensorflow/" in p for p in maps)}
 
 
 def main():

@@ -467,7 +467,8 @@ def start_part(workload: Workload | None, args: argparse.Namespace) -> dict[str,
     results = rounds(runs, args.rounds, args.quiet, "start")
     rows = [
         [name, spread(r["first_s"] for r in runs).fmt(2), spread(r["first_from_made_s"] for r in runs).fmt(2),
-         spread(r["rss_mb"] for r in runs).fmt(0), spread(r["max_rss_mb"] for r in runs).fmt(0),
+         spread(r["worker_cpu_s"] for r in runs).fmt(2), spread(r["rss_mb"] for r in runs).fmt(0),
+         spread(r["max_rss_mb"] for r in runs).fmt(0),
          f"{max(r['tensorflow'] for r in runs):.0f} of {runs[0]['workers']:.0f}"]
         for name, runs in results.items()
     ]  # fmt: skip
@@ -475,7 +476,8 @@ def start_part(workload: Workload | None, args: argparse.Namespace) -> dict[str,
         "\n## Worker start: a script importing TensorFlow at its top, its own yield function; trivial: processes=2 "
         f"(one epoch read), video: a VideoDataset worker after its first clip; medians (min-max) of {args.rounds}"
     )
-    headers = ["tree, dataset", "first batch s (loop)", "(construction)", "worker RSS MB", "largest", "import TF"]
+    headers = ["tree, dataset", "first batch s (loop)", "(construction)", "worker CPU s", "worker RSS MB", "largest",
+               "import TF"]  # fmt: skip
     print(format_table(headers, rows))
     ours = results["this tree, trivial"]
     targets = [
@@ -495,6 +497,7 @@ def _start_figures(found: dict[str, Any]) -> dict[str, float]:
     return {
         "first_s": found["first_s"],
         "first_from_made_s": found["first_from_made_s"],
+        "worker_cpu_s": statistics.median(w["cpu_s"] for w in workers),
         "rss_mb": statistics.median(w["rss_mb"] for w in workers),
         "max_rss_mb": max(w["rss_mb"] for w in workers),
         "tensorflow": float(sum(w["tensorflow"] for w in workers)),
