@@ -128,8 +128,8 @@ def as_tf_dataset(
             ``infer_signature``). A stream needs it given, since a call would
             consume a batch.
         num_threads, processes: where the calls run. With neither given, in worker
-            processes sized from the host's cores, or in 4 threads here for a source
-            that cannot cross to a process (a log line says why). ``num_threads``
+            processes sized from the host's cores. A source that cannot cross to a
+            process runs in 4 threads here, and a log line says why. ``num_threads``
             alone: threads in this process. See :doc:`/guide/host_scale`.
         max_len, shuffle, seed, ordered, name: the ``DataLoader`` arguments, used
             when ``source`` is not a ``DataLoader`` already.
