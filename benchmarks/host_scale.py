@@ -143,9 +143,9 @@ class Placement:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-def placements(threads: Sequence[int], processes: int, kind: str, memory: bool = True) -> list[Placement]:
+def placements(threads: Sequence[int], processes: int, kind: str) -> list[Placement]:
     """Memory, then for each ``N``: threads in the trainer, 1 process of N, ``processes`` of N; the default last."""
-    found = [Placement("batches in memory", "memory")] if memory else []
+    found = [Placement("batches in memory", "memory")]
     for n in threads:
         found.append(Placement(f"{n} thread(s) in the trainer", kind, {"num_threads": n, "processes": 0}))
         for p in dict.fromkeys([1, processes]):
@@ -181,9 +181,7 @@ class Workload:
         data = self.dataset()
         kwargs = dict(placement.kwargs)
         if placement.kind == "tf":
-            from parallel_loader.tensorflow import as_tf_dataset
-
-            made = as_tf_dataset(data, **({} if kwargs.pop("default", False) else kwargs))
+            made = _as_tf(data, placement)
         else:
             if kwargs.pop("default", False):
                 num_threads, processes = training_placement(data, None, None, name="host-scale")
@@ -195,6 +193,14 @@ class Workload:
         finally:
             batches.close()
             made.close()
+
+
+def _as_tf(data: VideoDataset, placement: Placement) -> Any:
+    """``as_tf_dataset`` over ``data`` in the placement (nothing given for the default)."""
+    from parallel_loader.tensorflow import as_tf_dataset
+
+    kwargs = dict(placement.kwargs)
+    return as_tf_dataset(data, **({} if kwargs.pop("default", False) else kwargs))
 
 
 def _endless(epochs: Any) -> Iterator[Any]:
@@ -271,10 +277,7 @@ def keras_run(workload: Workload, placement: Placement) -> dict[str, float]:
             tf.data.Dataset.from_tensor_slices(arrays), epochs=1 + epochs, callbacks=[times], shuffle=False, verbose=0
         )
     else:
-        from parallel_loader.tensorflow import as_tf_dataset
-
-        kwargs = dict(placement.kwargs)
-        with as_tf_dataset(workload.dataset(), **({} if kwargs.pop("default", False) else kwargs)) as dataset:
+        with _as_tf(workload.dataset(), placement) as dataset:
             model.fit(dataset, epochs=1 + epochs, callbacks=[times], shuffle=False, verbose=0)
     steps, wall = epochs * len(workload.batches), times.ended - times.begun[1]
     return {"steps_s": steps / wall, "clips_s": steps * args.batch_size / wall}
