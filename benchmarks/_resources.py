@@ -63,6 +63,11 @@ class ResourceSampler:
             self.cpu_percent = 100.0 * own / wall
             self.others_percent = max(0.0, 100.0 * (busy - own - sum(self._children.values())) / wall)
 
+    @property
+    def children_seconds(self) -> float:
+        """CPU seconds this process's children (worker processes) used during the run."""
+        return sum(self._children.values())
+
     def _see(self, child: psutil.Process) -> None:
         try:
             used = _cpu_seconds(child)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import process_faults, processes
+from benchmarks import host_scale, process_faults, processes
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,3 +40,25 @@ def test_process_faults_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert len(report["runs"]) == 4
     assert all(run["problems"] == [] for run in report["runs"]), report["runs"]
     assert "0 hangs" in capsys.readouterr().out
+
+
+def test_host_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--parts", "tax", "sweep", "start", "--rounds", "1", "--videos", "3", "--max-seconds", "1"]
+    argv += ["--clip-len", "2", "--size", "16", "16"]
+    argv += ["--batch-size", "1", "--batches", "3", "--sweep-batches", "2", "--skip", "1", "--keras-epochs", "1"]
+    argv += ["--threads", "1", "--processes", "1", "--sweep-cores", "1", "--first-import", "json"]
+    argv += ["--data", str(tmp_path / "data"), "--out", str(tmp_path)]
+    report = host_scale.main(argv)
+    tax = report["tax"]["results"]
+    assert {"batches in memory", "1 thread(s) in the trainer", "1 process(es) x 1 thread(s)"} < set(tax)
+    assert all(_finite([r["clips_s"], r["step_ms"], r["cpu_ms_per_clip"]]) for runs in tax.values() for r in runs)
+    assert all(_finite([runs[0]["steps_s"]]) for runs in report["keras"]["results"].values())
+    assert {"0 x 1", "1 x 1"} < set(report["sweep"]["results"])
+    start = report["start"]["results"]
+    assert set(start) == {"this tree, trivial", "this tree, video"}
+    assert all(runs[0]["tensorflow"] == 0 and _finite([runs[0]["max_rss_mb"]]) for runs in start.values())
+    assert start["this tree, trivial"][0]["workers"] == 2
+    printed = capsys.readouterr().out
+    assert "## The trainer's tax" in printed and "## Sweep on" in printed and "## Worker start" in printed
+    assert "target no worker imports TensorFlow: met" in printed  # the script imports json first here
+    assert json.loads((tmp_path / "host_scale.json").read_text())["start"]["targets"]
