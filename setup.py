@@ -24,6 +24,8 @@ setup(
         "psutil>=5.9",
         # The progress bar of Train.run and the benchmarks.
         "tqdm>=4.66",
+        # table_samples: multithreaded, columnar CSV, JSONL and Parquet reading, no object per row.
+        "pyarrow>=14",
     ],
     extras_require={
         # The remote-read tests run against real servers on 127.0.0.1: moto's and rclone's S3 servers,

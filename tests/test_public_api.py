@@ -105,6 +105,7 @@ SURFACE = {
         "read_frames_at",
         "sample_list",
         "set_default_index_cache",
+        "table_samples",
         "ucf101_samples",
     },
     "parallel_loader.video.remote": {

@@ -41,6 +41,7 @@ from ._samples.exclude import excluded_paths, excluding
 from ._samples.parsing import AnnotationError
 from ._samples.sample_list import SampleList, VideoSample
 from ._samples.sampling import SAMPLINGS
+from ._samples.tables import table_samples
 
 __all__ = [
     "KINETICS_PATTERN",
@@ -70,5 +71,6 @@ __all__ = [
     "read_frames_at",
     "sample_list",
     "set_default_index_cache",
+    "table_samples",
     "ucf101_samples",
 ]

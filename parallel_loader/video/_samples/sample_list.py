@@ -10,17 +10,21 @@ See :doc:`/video/datasets`.
 
 from __future__ import annotations
 
+import logging
 import os
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import overload
 
 import numpy as np
 
 from .._base.keys import is_url
+from .shared_columns import ColumnFile, ColumnReference, map_columns
 
-__all__ = ["SampleList", "SampleListBuilder", "VideoSample", "common_folder", "missing_files"]
+__all__ = ["SampleList", "SampleListBuilder", "VideoSample", "column_list", "common_folder", "missing_files"]
+
+log = logging.getLogger(__name__)
 
 _NO_ORIGIN = ""  # the template of a sample found by scanning: no origin
 
@@ -32,6 +36,7 @@ class VideoSample:
     Attributes:
         path: the video file.
         label: the index of the sample's class in its ``SampleList``'s ``classes``.
+            A list of several labels a sample has a tuple of them, one a head.
         start: where the segment starts, in seconds; ``None`` for the start of the video.
         end: where it ends (exclusive), in seconds; ``None`` for the end of the video.
         origin: where the sample was listed, such as ``"trainlist01.txt, line 17"``;
@@ -39,7 +44,7 @@ class VideoSample:
     """
 
     path: str
-    label: int
+    label: int | tuple[int, ...]
     start: float | None = None
     end: float | None = None
     origin: str = ""
@@ -99,30 +104,36 @@ class SampleListBuilder:
         return SampleList._of(tuple(classes), columns)
 
 
+# A list whose columns hold at least this many bytes crosses to another process through a
+# shared file (``ColumnFile``); a smaller one is pickled as it is, which costs less than a file.
+SHARE_BYTES = 1 << 20
+_ARRAYS = ("names", "offsets", "labels", "starts", "ends", "kinds", "numbers")
+_GATHER_ROWS = 1 << 16  # rows gathered at once by ``take``: bounds its index arrays
+
+
 @dataclass(frozen=True)
 class _Columns:
     prefix: str
-    names: bytes
+    names: bytes | np.ndarray  # the paths less the prefix, UTF-8, end to end: bytes, or uint8 (mapped)
     offsets: np.ndarray  # int64, len + 1
-    labels: np.ndarray  # int32
+    labels: np.ndarray  # int32, (len,), or (len, heads) with several labels a sample
     starts: np.ndarray | None  # float64, NaN for none; None when no sample has a segment
     ends: np.ndarray | None
     templates: tuple[str, ...]
     kinds: np.ndarray  # int32, indexes templates
     numbers: np.ndarray  # int32
+    # The file these columns cross to other processes by: a ColumnFile where they were made,
+    # its ColumnReference where they were mapped; None until first pickled.
+    shared: object = field(default=None, compare=False, repr=False)
 
     def take(self, chosen: np.ndarray | slice) -> _Columns:
         """The columns of the samples ``chosen`` (a slice of step 1, or indices)."""
         if isinstance(chosen, slice):
             begin, end = int(self.offsets[chosen.start]), int(self.offsets[chosen.stop])
-            names = self.names[begin:end]
+            names = bytes(self.names[begin:end])
             offsets = self.offsets[chosen.start : chosen.stop + 1] - begin
         else:
-            starts, ends = self.offsets[chosen], self.offsets[chosen + 1]
-            view = np.frombuffer(self.names, dtype=np.uint8)
-            pieces = [view[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
-            names = np.concatenate(pieces).tobytes() if pieces else b""
-            offsets = np.concatenate(([0], np.cumsum(ends - starts))).astype(np.int64)
+            names, offsets = _gather(self.names, self.offsets, chosen)
         return _Columns(
             self.prefix,
             names,
@@ -135,6 +146,51 @@ class _Columns:
             self.numbers[chosen].copy(),
         )
 
+    def nbytes(self) -> int:
+        return sum(len(a) if isinstance(a, bytes) else a.nbytes for a in self._arrays().values())
+
+    def _arrays(self) -> dict[str, bytes | np.ndarray]:
+        return {name: getattr(self, name) for name in _ARRAYS if getattr(self, name) is not None}
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickle a large list as a reference to a shared file (written at the first pickle), a small one whole."""
+        fields = (self.prefix, *(getattr(self, n) for n in _ARRAYS[:5]), self.templates, self.kinds, self.numbers)
+        if self.shared is None and self.nbytes() >= SHARE_BYTES:
+            arrays = {k: np.frombuffer(a, np.uint8) if k == "names" else a for k, a in self._arrays().items()}
+            try:
+                object.__setattr__(self, "shared", ColumnFile(arrays))
+            except OSError as exc:
+                log.warning("sample list of %d bytes pickled whole: no room for its shared file (%s)", len(arrays), exc)
+        if self.shared is None:
+            return _Columns, fields
+        reference = self.shared.reference if isinstance(self.shared, ColumnFile) else self.shared
+        return _mapped, (reference, self.prefix, self.templates)
+
+
+def _mapped(reference: ColumnReference, prefix: str, templates: tuple[str, ...]) -> _Columns:
+    """The columns a pickle refers to, mapped from their shared file (see ``_Columns.__reduce__``)."""
+    arrays = map_columns(reference)
+    starts, ends = arrays.get("starts"), arrays.get("ends")
+    names, offsets, labels, kinds, numbers = (arrays[k] for k in ("names", "offsets", "labels", "kinds", "numbers"))
+    return _Columns(prefix, names, offsets, labels, starts, ends, templates, kinds, numbers, shared=reference)
+
+
+def _gather(names: bytes | np.ndarray, offsets: np.ndarray, chosen: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The names of the rows ``chosen``, end to end, and their offsets: a block of rows at a time, no loop per row."""
+    view = np.frombuffer(names, dtype=np.uint8)
+    starts, ends = offsets[chosen], offsets[np.asarray(chosen) + 1]
+    lengths = ends - starts
+    new_offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_offsets[1:])
+    out = np.empty(int(new_offsets[-1]), dtype=np.uint8)
+    for block in range(0, len(lengths), _GATHER_ROWS):
+        rows = slice(block, block + _GATHER_ROWS)
+        first, last = new_offsets[block], new_offsets[min(block + _GATHER_ROWS, len(lengths))]
+        # Each byte's place in ``names``: its row's start, plus how far it is into its row.
+        into_row = np.arange(first, last, dtype=np.int64) - np.repeat(new_offsets[:-1][rows], lengths[rows])
+        out[first:last] = view[np.repeat(starts[rows], lengths[rows]) + into_row]
+    return out.tobytes(), new_offsets
+
 
 class SampleList(Sequence[VideoSample]):
     """Class names in label order, and the samples, kept in compact columns (see the module docstring).
@@ -142,11 +198,15 @@ class SampleList(Sequence[VideoSample]):
     ``SampleList(classes, samples)`` takes the samples as ``VideoSample`` objects;
     the readers (``kinetics_samples`` and the others) build the columns directly.
 
+    A list made by ``table_samples`` from several label columns has several
+    labels a sample (``heads``). Its ``classes`` then holds one tuple of names a
+    head, and each sample's ``label`` a tuple of ints.
+
     Attributes:
         classes: the class names; a sample's ``label`` indexes this.
     """
 
-    classes: tuple[str, ...]
+    classes: tuple[str, ...] | tuple[tuple[str, ...], ...]
     _columns: _Columns
 
     def __init__(self, classes: Sequence[str], samples: Iterable[VideoSample]) -> None:
@@ -171,7 +231,7 @@ class SampleList(Sequence[VideoSample]):
 
     @property
     def labels(self) -> np.ndarray:
-        """Every sample's label, an ``int32`` array (read-only)."""
+        """Every sample's label, an ``int32`` array (read-only): ``(len,)``, or ``(len, heads)`` with several."""
         labels = self._columns.labels.view()
         labels.flags.writeable = False
         return labels
@@ -179,10 +239,18 @@ class SampleList(Sequence[VideoSample]):
     def path(self, i: int) -> str:
         """The file of sample ``i``."""
         c = self._columns
-        return c.prefix + c.names[c.offsets[i] : c.offsets[i + 1]].decode("utf-8", "surrogateescape")
+        return c.prefix + str(c.names[c.offsets[i] : c.offsets[i + 1]], "utf-8", "surrogateescape")
 
-    def label(self, i: int) -> int:
-        return int(self._columns.labels[i])
+    def label(self, i: int) -> int | tuple[int, ...]:
+        """The label of sample ``i``: an int, or a tuple of ints with several labels a sample (``heads``)."""
+        label = self._columns.labels[i]
+        return int(label) if label.ndim == 0 else tuple(label.tolist())
+
+    @property
+    def heads(self) -> int:
+        """How many labels each sample has: 1, or more for a list of several labels a sample (see ``classes``)."""
+        labels = self._columns.labels
+        return 1 if labels.ndim == 1 else labels.shape[1]
 
     def segment(self, i: int) -> tuple[float | None, float | None]:
         """``(start, end)`` of sample ``i`` in seconds, ``None`` for either end of the video."""
@@ -201,9 +269,10 @@ class SampleList(Sequence[VideoSample]):
     def paths(self) -> Iterator[str]:
         """Every sample's file, in order (no object per sample kept)."""
         c = self._columns
-        offsets = c.offsets.tolist()
-        for i in range(len(offsets) - 1):
-            yield c.prefix + c.names[offsets[i] : offsets[i + 1]].decode("utf-8", "surrogateescape")
+        for block in range(0, len(self), _GATHER_ROWS):  # a block's offsets as ints at a time, not all
+            offsets = c.offsets[block : block + _GATHER_ROWS + 1].tolist()
+            for i in range(len(offsets) - 1):
+                yield c.prefix + str(c.names[offsets[i] : offsets[i + 1]], "utf-8", "surrogateescape")
 
     def keep(self, mask: np.ndarray) -> SampleList:
         """The samples where ``mask`` (a bool array, one per sample) is true, with the same classes."""
@@ -245,6 +314,42 @@ class SampleList(Sequence[VideoSample]):
 
     def __repr__(self) -> str:
         return f"<SampleList of {len(self)} samples, {len(self.classes)} classes>"
+
+
+def column_list(
+    classes: tuple[str, ...] | tuple[tuple[str, ...], ...],
+    prefix: str,
+    names: bytes | np.ndarray,
+    offsets: np.ndarray,
+    labels: np.ndarray,
+    segments: tuple[np.ndarray, np.ndarray] | None,
+    table: str,
+) -> SampleList:
+    """A ``SampleList`` over columns made elsewhere, as a table reader makes them, without a copy.
+
+    Args:
+        classes: the class names, or a tuple of them a head with several labels a sample.
+        prefix: what every path starts with.
+        names: the rest of the paths, UTF-8, end to end (bytes, or a uint8 array).
+        offsets: int64, where each name starts in ``names``, and the end.
+        labels: int32, ``(len,)`` or ``(len, heads)``.
+        segments: ``(starts, ends)`` float64 seconds (NaN for either end of the video), or ``None``.
+        table: where the rows were listed; a sample's origin is ``"<table>, row <number from 1>"``.
+    """
+    count = len(labels)
+    starts, ends = (None, None) if segments is None else segments
+    columns = _Columns(
+        prefix=prefix,
+        names=names,
+        offsets=offsets.astype(np.int64, copy=False),
+        labels=labels.astype(np.int32, copy=False),
+        starts=starts,
+        ends=ends,
+        templates=(table.replace("{", "{{").replace("}", "}}") + ", row {}",),
+        kinds=np.zeros(count, dtype=np.int32),
+        numbers=np.arange(1, count + 1, dtype=np.int32),
+    )
+    return SampleList._of(classes, columns)
 
 
 def common_folder(paths: Sequence[str]) -> str:
