@@ -20,7 +20,7 @@ from typing import overload
 import numpy as np
 
 from .._base.keys import is_url
-from .shared_columns import ColumnFile, ColumnReference, map_columns
+from .shared_columns import ColumnFile, ColumnReference, ColumnRows, map_columns
 
 __all__ = ["SampleList", "SampleListBuilder", "VideoSample", "column_list", "common_folder", "missing_files"]
 
@@ -125,6 +125,14 @@ class _Columns:
     # The file these columns cross to other processes by: a ColumnFile where they were made,
     # its ColumnReference where they were mapped; None until first pickled.
     shared: object = field(default=None, compare=False, repr=False)
+    # Where mapped, the file's rows read one sample at a time without mapping them (ColumnRows).
+    rows: ColumnRows | None = field(default=None, compare=False, repr=False)
+
+    def row(self, name: str, i: int) -> np.ndarray:
+        """Row ``i`` of column ``name``: from the array, or read from the shared file where mapped."""
+        if self.rows is None:
+            return getattr(self, name)[i]
+        return self.rows.rows(name, i)[0]
 
     def take(self, chosen: np.ndarray | slice) -> _Columns:
         """The columns of the samples ``chosen`` (a slice of step 1, or indices)."""
@@ -144,6 +152,20 @@ class _Columns:
             self.templates,
             self.kinds[chosen].copy(),
             self.numbers[chosen].copy(),
+        )
+
+    def same_as(self, other: _Columns) -> bool:
+        """Whether the two hold equal columns (then their samples are equal too), compared as arrays."""
+        if (self.prefix, self.templates) != (other.prefix, other.templates):
+            return False
+        mine, theirs = self._arrays(), other._arrays()
+        return mine.keys() == theirs.keys() and all(
+            np.array_equal(
+                np.frombuffer(a, np.uint8) if k == "names" else a,
+                np.frombuffer(theirs[k], np.uint8) if k == "names" else theirs[k],
+                equal_nan=k in ("starts", "ends"),
+            )
+            for k, a in mine.items()
         )
 
     def nbytes(self) -> int:
@@ -169,10 +191,10 @@ class _Columns:
 
 def _mapped(reference: ColumnReference, prefix: str, templates: tuple[str, ...]) -> _Columns:
     """The columns a pickle refers to, mapped from their shared file (see ``_Columns.__reduce__``)."""
-    arrays = map_columns(reference)
+    arrays, rows = map_columns(reference)
     starts, ends = arrays.get("starts"), arrays.get("ends")
     names, offsets, labels, kinds, numbers = (arrays[k] for k in ("names", "offsets", "labels", "kinds", "numbers"))
-    return _Columns(prefix, names, offsets, labels, starts, ends, templates, kinds, numbers, shared=reference)
+    return _Columns(prefix, names, offsets, labels, starts, ends, templates, kinds, numbers, reference, rows)
 
 
 def _gather(names: bytes | np.ndarray, offsets: np.ndarray, chosen: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -239,11 +261,17 @@ class SampleList(Sequence[VideoSample]):
     def path(self, i: int) -> str:
         """The file of sample ``i``."""
         c = self._columns
-        return c.prefix + str(c.names[c.offsets[i] : c.offsets[i + 1]], "utf-8", "surrogateescape")
+        i = _index(i, len(self))
+        if c.rows is None:
+            name = c.names[c.offsets[i] : c.offsets[i + 1]]
+        else:
+            begin, end = c.rows.rows("offsets", i, 2).tolist()
+            name = c.rows.bytes("names", begin, end)
+        return c.prefix + str(name, "utf-8", "surrogateescape")
 
     def label(self, i: int) -> int | tuple[int, ...]:
         """The label of sample ``i``: an int, or a tuple of ints with several labels a sample (``heads``)."""
-        label = self._columns.labels[i]
+        label = self._columns.row("labels", _index(i, len(self)))
         return int(label) if label.ndim == 0 else tuple(label.tolist())
 
     @property
@@ -257,14 +285,16 @@ class SampleList(Sequence[VideoSample]):
         c = self._columns
         if c.starts is None or c.ends is None:
             return None, None
-        start, end = float(c.starts[i]), float(c.ends[i])
+        i = _index(i, len(self))
+        start, end = float(c.row("starts", i)), float(c.row("ends", i))
         return (None if start != start else start), (None if end != end else end)
 
     def origin(self, i: int) -> str:
         """Where sample ``i`` was listed, or "" for one found by scanning."""
         c = self._columns
-        template = c.templates[c.kinds[i]]
-        return template.format(int(c.numbers[i])) if template else ""
+        i = _index(i, len(self))
+        template = c.templates[c.row("kinds", i)]
+        return template.format(int(c.row("numbers", i))) if template else ""
 
     def paths(self) -> Iterator[str]:
         """Every sample's file, in order (no object per sample kept)."""
@@ -308,7 +338,11 @@ class SampleList(Sequence[VideoSample]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SampleList):
             return NotImplemented
-        return self.classes == other.classes and self.samples == other.samples
+        if self.classes != other.classes or len(self) != len(other):
+            return False
+        if self._columns.same_as(other._columns):
+            return True  # the same columns: no sample need be made
+        return self.samples == other.samples
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -350,6 +384,12 @@ def column_list(
         numbers=np.arange(1, count + 1, dtype=np.int32),
     )
     return SampleList._of(classes, columns)
+
+
+def _index(i: int, count: int) -> int:
+    """``i`` as a place from 0, counting a negative one from the end (as a sequence does)."""
+    i = int(i)
+    return i + count if i < 0 else i
 
 
 def common_folder(paths: Sequence[str]) -> str:

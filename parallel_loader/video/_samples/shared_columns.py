@@ -5,9 +5,9 @@ name: the operating system frees it when the process that wrote it closes it or
 ends, even by ``SIGKILL``. A pickle carries only a reference: the writer's
 process id, the file's descriptor, a random token and where each array lies.
 Another process on the same host opens the file through ``/proc/<pid>/fd/<fd>``
-and maps it read-only. Its pages are the page cache's, shared by every process
-that maps them. So a worker's memory grows with the rows it reads, not with the
-rows listed.
+and maps it read-only, for work on whole columns. It reads single samples with
+``pread`` (``ColumnRows``), which maps nothing. The pages are the page cache's,
+shared by every process. So a worker's memory does not grow with the rows listed.
 
 Where ``/proc`` is missing, the file is named in the temporary folder. It is
 removed when its writer closes it or exits; a killed writer leaves it there.
@@ -28,12 +28,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["ColumnFile", "ColumnReference", "SharedColumnsGone", "map_columns"]
+__all__ = ["ColumnFile", "ColumnReference", "ColumnRows", "SharedColumnsGone", "map_columns"]
 
 log = logging.getLogger(__name__)
 
 _TOKEN_BYTES = 16
 _ALIGN = 64  # each array starts on a cache line
+# Written this many bytes at a time. The page cache keeps a file in folios as large as the writes
+# that made them (Linux 6.16 and later), and a process that reads one byte of a folio maps all of it.
+_PIECE = 64 * 1024
 
 
 class SharedColumnsGone(OSError):
@@ -67,7 +70,7 @@ class ColumnFile:
             offset = -(-offset // _ALIGN) * _ALIGN
             layout.append((name, array.dtype.str, tuple(array.shape), offset))
             offset += array.nbytes
-        named = not os.path.isdir(f"/proc/{os.getpid()}/fd")
+        named = not _proc_fds()
         if named:
             file = tempfile.NamedTemporaryFile(prefix="parallel-loader-samples-", delete=False)  # noqa: SIM115
         else:
@@ -76,7 +79,9 @@ class ColumnFile:
             file.write(token)
             for (_, _, _, at), array in zip(layout, arrays.values(), strict=True):
                 file.seek(at)
-                file.write(np.ascontiguousarray(array).data)
+                data = memoryview(np.ascontiguousarray(array)).cast("B")
+                for piece in range(0, len(data), _PIECE):  # small writes make small page-cache folios
+                    file.write(data[piece : piece + _PIECE])
             file.truncate(max(offset, _TOKEN_BYTES))
             file.flush()
         except BaseException:
@@ -92,27 +97,30 @@ class ColumnFile:
         self._finalizer()
 
 
-def map_columns(reference: ColumnReference) -> dict[str, np.ndarray]:
-    """Map the file ``reference`` names read-only and return its arrays (read-only views of the map).
+def map_columns(reference: ColumnReference) -> tuple[dict[str, np.ndarray], ColumnRows]:
+    """Map the file ``reference`` names read-only: its arrays (read-only views of the map), and its rows.
+
+    The arrays serve whole-column work (a mask, a fancy index). ``ColumnRows``
+    reads one row's values without mapping them, for work a sample at a time.
 
     Raises:
         SharedColumnsGone: the file cannot be opened here or is not the one the reference names.
     """
     try:
-        with open(reference.path, "rb") as file:
-            mapped = mmap.mmap(file.fileno(), reference.size, access=mmap.ACCESS_READ)
-    except (OSError, ValueError) as exc:
+        fd = os.open(reference.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
         raise SharedColumnsGone(
             f"cannot open the file a sample list was shared through ({reference.path}, written by process "
             f"{reference.pid}): {exc}. It lives as long as the list in the process that pickled it, on "
             "that host only; keep that list alive, or make the list again in this process"
         ) from None
-    if mapped[:_TOKEN_BYTES] != reference.token:
-        mapped.close()
+    rows = ColumnRows(fd, reference.layout)  # closes the descriptor when dropped
+    if os.pread(fd, _TOKEN_BYTES, 0) != reference.token:
         raise SharedColumnsGone(
             f"{reference.path} is no longer the file a sample list was shared through: process "
             f"{reference.pid} ended or dropped the list; make the list again in this process"
         )
+    mapped = mmap.mmap(fd, reference.size, access=mmap.ACCESS_READ)
     buffer = memoryview(mapped)
     arrays = {}
     for name, dtype, shape, offset in reference.layout:
@@ -121,7 +129,43 @@ def map_columns(reference: ColumnReference) -> dict[str, np.ndarray]:
             arrays[name] = np.empty(shape, dtype=np.dtype(dtype))
             continue
         arrays[name] = np.frombuffer(buffer, dtype=np.dtype(dtype), count=count, offset=offset).reshape(shape)
-    return arrays
+    return arrays, rows
+
+
+class ColumnRows:
+    """A shared file's rows, read with ``pread``: one sample's values without mapping its pages.
+
+    A read through the map would make the kernel map the pages around it too.
+    A sample at a time, at random, that would put the whole file in the
+    process's resident set over an epoch. A ``pread`` maps nothing. Thread-safe.
+
+    Args:
+        fd: the file, open for reading; closed when this is dropped.
+        layout: where each array lies, as ``ColumnReference.layout``.
+    """
+
+    def __init__(self, fd: int, layout: tuple[tuple[str, str, tuple[int, ...], int], ...]) -> None:
+        self._fd = fd
+        self._at = {}  # name -> (dtype, shape of a row, where the array starts, bytes a row)
+        for name, dtype, shape, offset in layout:
+            kind = np.dtype(dtype)
+            self._at[name] = (kind, shape[1:], offset, kind.itemsize * int(np.prod(shape[1:], dtype=np.int64)))
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    def rows(self, name: str, i: int, count: int = 1) -> np.ndarray:
+        """Rows ``i`` to ``i + count`` of array ``name``."""
+        dtype, shape, offset, size = self._at[name]
+        values = np.frombuffer(os.pread(self._fd, size * count, offset + size * i), dtype=dtype)
+        return values.reshape(count, *shape) if shape else values
+
+    def bytes(self, name: str, start: int, stop: int) -> bytes:
+        """Bytes ``start`` to ``stop`` of the (uint8) array ``name``."""
+        return os.pread(self._fd, stop - start, self._at[name][2] + start)
+
+
+def _proc_fds() -> bool:
+    """Whether this system shows a process's open files in ``/proc/<pid>/fd`` (Linux does)."""
+    return os.path.isdir(f"/proc/{os.getpid()}/fd")
 
 
 def _close(file: object, name: str | None) -> None:

@@ -90,20 +90,24 @@ def table_samples(
     table = _read(name, kind, wanted, times, heads)
     if table.num_rows == 0:
         raise ValueError(f"{name} lists no video: the table has no row")
-    prefix, names, offsets = _paths(name, table.column(path), path, root)
+    count = table.num_rows
+    columns = dict(zip(table.column_names, table.columns, strict=True))
+    del table  # each column is dropped once made into arrays, so that two copies of all are never held
+    prefix, names, offsets = _paths(
+        name, columns.pop(path) if path not in (*heads, *times) else columns[path], path, root
+    )
     labels, names_of_heads = [], []
     for head, wanted_classes in zip(heads, per_head, strict=True):
-        codes, head_classes = _labels(name, table.column(head), head, wanted_classes, digits_are_ints=kind == "csv")
+        codes, head_classes = _labels(name, columns[head], head, wanted_classes, digits_are_ints=kind == "csv")
         labels.append(codes)
         names_of_heads.append(head_classes)
     segments = None
     if times:
-        count = table.num_rows
-        starts = _seconds(name, table.column(start), start) if start else np.full(count, np.nan)
-        ends = _seconds(name, table.column(end), end) if end else np.full(count, np.nan)
+        starts = _seconds(name, columns[start], start) if start else np.full(count, np.nan)
+        ends = _seconds(name, columns[end], end) if end else np.full(count, np.nan)
         _check_segments(name, starts, ends)
         segments = (starts, ends)
-    del table  # the columns above are copies or views of its buffers; let the rest go
+    del columns
     if len(heads) == 1:
         return column_list(names_of_heads[0], prefix, names, offsets, labels[0], segments, name)
     return column_list(tuple(names_of_heads), prefix, names, offsets, np.stack(labels, axis=1), segments, name)
@@ -194,25 +198,43 @@ def _paths(name: str, column: pa.ChunkedArray, column_name: str, root: object) -
     if column.null_count:
         row = _first(column.is_null())
         raise AnnotationError(f"{name}, row {row + 1}", f"the {column_name!r} column is empty: each row needs a video")
-    paths = pa.concat_arrays([chunk.cast(pa.large_string()) for chunk in column.chunks])  # int64 offsets
     lead = ""
     if root is not None:
         root = os.path.join(os.fspath(root), "")
-        rooted = pc.or_(pc.starts_with(paths, os.sep), pc.match_substring_regex(paths, _URL, ignore_case=True))
+        rooted = pc.or_(pc.starts_with(column, os.sep), pc.match_substring_regex(column, _URL, ignore_case=True))
         if not pc.any(rooted).as_py():
             lead = root  # every path is relative: the root is the prefix alone, no copy made
         else:
-            text = pa.large_string()
-            joined = pc.binary_join_element_wise(pa.scalar(root, text), paths, pa.scalar("", text))
-            paths = pc.if_else(rooted, paths, joined)
-    least, most = pc.min_max(paths).values()
+            text = column.type
+            joined = pc.binary_join_element_wise(pa.scalar(root, text), column, pa.scalar("", text))
+            column = pc.if_else(rooted, column, joined)
+    least, most = pc.min_max(column).values()
     folder = common_folder([least.as_py(), most.as_py()])
     if folder:
-        paths = pc.utf8_slice_codeunits(paths, len(folder))
-    _, offset_buffer, data = paths.buffers()
-    offsets = np.frombuffer(offset_buffer, dtype=np.int64, count=len(paths) + 1, offset=paths.offset * 8)
-    names = np.frombuffer(data, dtype=np.uint8)[offsets[0] : offsets[-1]] if data is not None else np.empty(0, np.uint8)
-    return lead + folder, names, offsets - offsets[0]
+        column = pc.utf8_slice_codeunits(column, len(folder))
+    names, offsets = _one_buffer(column)
+    return lead + folder, names, offsets
+
+
+def _one_buffer(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A text column's bytes end to end in one uint8 array, and its int64 offsets: one copy, chunk by chunk."""
+    pieces = []
+    for chunk in column.chunks:
+        _, offset_buffer, data = chunk.buffers()
+        wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+        dtype = np.int64 if wide else np.int32
+        offsets = np.frombuffer(offset_buffer, dtype=dtype, count=len(chunk) + 1, offset=chunk.offset * dtype(0).nbytes)
+        pieces.append((offsets, np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)))
+    total = sum(int(o[-1] - o[0]) for o, _ in pieces)
+    names = np.empty(total, dtype=np.uint8)
+    offsets = np.zeros(len(column) + 1, dtype=np.int64)
+    at_byte = at_row = 0
+    for chunk_offsets, data in pieces:
+        size, rows = int(chunk_offsets[-1] - chunk_offsets[0]), len(chunk_offsets) - 1
+        names[at_byte : at_byte + size] = data[chunk_offsets[0] : chunk_offsets[-1]]
+        offsets[at_row + 1 : at_row + rows + 1] = chunk_offsets[1:] - chunk_offsets[0] + at_byte
+        at_byte, at_row = at_byte + size, at_row + rows
+    return names, offsets
 
 
 def _labels(
