@@ -62,6 +62,7 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.faults --runs 1000 --seed 0
 	$(PY) -m benchmarks.processes --rounds 3 --quiet 30
 	$(PY) -m benchmarks.process_faults --runs 500 --seed 0
+	$(PY) -m benchmarks.table_scale
 
 # The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
 # and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.

@@ -40,6 +40,7 @@ import numpy as np
 from parallel_loader import YieldFunction
 
 from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, write_json
+from ._resources import trace_video_opens
 from ._workloads import REPO
 
 __all__ = ["TouchSamples", "main"]
@@ -55,8 +56,9 @@ TARGET_S, TARGET_PEAK_MB, TARGET_WORKER_MB = 60.0, 1536.0, 100.0
 class TouchSamples(YieldFunction):
     """A yield function that reads its batch's samples out of a ``VideoDataset``'s list, decoding nothing.
 
-    Batch ``i`` is the dataset's batch ``i`` in the epoch's order: each sample's
-    path, label and segment are read, and the batch is their labels and path lengths.
+    Batch ``i`` is the dataset's batch ``i`` in the epoch's order. Each sample's
+    path and segment are read, and the labels as ``VideoDataset`` reads them.
+    The batch is the labels, the paths' lengths and the worker's process id.
     """
 
     def __init__(self, dataset: Any) -> None:
@@ -71,7 +73,7 @@ class TouchSamples(YieldFunction):
         samples = data._list
         paths = [samples.path(i) for _, i in chosen]
         segments = [samples.segment(i) for _, i in chosen]
-        labels = np.array([samples.label(i) for _, i in chosen], dtype=np.int64)
+        labels = samples.labels_at([i for _, i in chosen]).astype(np.int64)  # as VideoDataset reads them
         lengths = np.array([len(p) + (s[0] or 0) for p, s in zip(paths, segments, strict=True)])
         return labels, lengths, np.array([os.getpid()])
 
@@ -113,22 +115,9 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
     """One fresh process: the table to ``VideoDataset``, its time, memory and files opened; then the workers'."""
     import psutil
 
-    opened: list[str] = []
-
-    def audit(event: str, args: tuple) -> None:
-        if event == "open" and isinstance(args[0], str) and args[0].endswith(".mp4"):
-            opened.append(args[0])
-
-    sys.addaudithook(audit)
-    import av
-    import cv2
-
+    opened = trace_video_opens(".mp4")
     from parallel_loader import DataLoader
     from parallel_loader.video import VideoDataset, table_samples
-
-    real_open, real_capture = av.open, cv2.VideoCapture
-    av.open = lambda file, *a, **k: opened.append(str(file)) or real_open(file, *a, **k)
-    cv2.VideoCapture = lambda file, *a, **k: opened.append(str(file)) or real_capture(file, *a, **k)
 
     def dataset(source: str, rows: int | None) -> VideoDataset:
         samples = table_samples(source, start="start", end="end", root="/videos")

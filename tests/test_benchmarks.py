@@ -22,6 +22,7 @@ from benchmarks import (
     queue_overhead,
     startup,
     sweep,
+    table_scale,
     video_cold,
     video_decode,
     video_families,
@@ -245,6 +246,15 @@ def test_startup(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert all(_finite(float(run["medians"][key])) for key in ("construct_s", "pickle_mb", "first_batch_s"))
     assert " 500 |" in capsys.readouterr().out
     assert json.loads((tmp_path / "startup.json").read_text())["results"]["500"]["opened"][0] == 0
+
+
+def test_table_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = table_scale.main(["--rows", "2000", "--kinds", "parquet", "--out", str(tmp_path)])
+    run = results["parquet 2000"]
+    assert run["opened"] == 0 and run["samples"] == 2000  # the table's rows, and no video opened
+    assert len(run["big_workers"]["after"]["rss"]) == 2 and all(_finite(v) for v in run["big_workers"]["after"]["rss"])
+    assert "| parquet |" in capsys.readouterr().out
+    assert (tmp_path / "table_scale.json").exists()
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

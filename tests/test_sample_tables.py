@@ -201,6 +201,9 @@ def test_a_mapped_list_slices_keeps_and_pickles_again_as_the_original():
     assert isinstance(mapped._columns.names, np.ndarray) and not mapped.labels.flags.writeable
     assert [mapped[i] for i in (0, 5, 777, -1)] == [samples[i] for i in (0, 5, 777, -1)]  # read with pread
     assert [mapped.path(i) for i in range(50)] == list(samples.paths())[:50] == list(mapped.paths())[:50]
+    chosen = [7, 0, len(samples) - 1, 7]
+    assert mapped.labels_at(chosen).tolist() == samples.labels_at(chosen).tolist() == samples.labels[chosen].tolist()
+    assert mapped.labels_at([]).shape == (0,)
     assert mapped == samples and mapped[100:105] == samples[100:105] and mapped[::7] == samples[::7]
     mask = np.arange(len(samples)) % 3 == 0
     assert mapped.keep(mask) == samples.keep(mask)

@@ -3,9 +3,10 @@
 A ``SampleList`` is the class names in label order and the samples. Each
 sample is a ``VideoSample``: a file, a label, an optional segment and where it
 was listed. The samples are kept in columns of arrays, not as objects: about 60
-bytes a sample for Kinetics-style names. Nothing here opens a video file;
-``missing_files`` lists each folder once to name the files that are not there.
-See :doc:`/video/datasets`.
+bytes a sample for Kinetics-style names. A large list pickles as a reference
+to one shared file (``ColumnFile``), which each process maps, not as a copy.
+Nothing here opens a video file; ``missing_files`` lists each folder once to
+name the files that are not there. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
@@ -258,6 +259,18 @@ class SampleList(Sequence[VideoSample]):
         labels.flags.writeable = False
         return labels
 
+    def labels_at(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The labels of the samples at ``indices``, an ``int32`` array: ``labels[indices]``.
+
+        A list shared from another process reads them from its file one by one.
+        So a batch's few labels do not map the pages around them.
+        """
+        c = self._columns
+        chosen = np.asarray(indices, dtype=np.int64)
+        if c.rows is None or not len(chosen):
+            return c.labels[chosen]
+        return np.concatenate([c.rows.rows("labels", _index(i, len(self))) for i in chosen.tolist()])
+
     def path(self, i: int) -> str:
         """The file of sample ``i``."""
         c = self._columns
@@ -276,7 +289,7 @@ class SampleList(Sequence[VideoSample]):
 
     @property
     def heads(self) -> int:
-        """How many labels each sample has: 1, or more for a list of several labels a sample (see ``classes``)."""
+        """The number of labels a sample has; 1 unless the list has several labels a sample (see ``classes``)."""
         labels = self._columns.labels
         return 1 if labels.ndim == 1 else labels.shape[1]
 

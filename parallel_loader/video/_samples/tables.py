@@ -143,6 +143,8 @@ def _read(name: str, kind: str, wanted: list[str], times: list[str], heads: tupl
     """
     if not is_url(name) and not os.path.isfile(name):
         raise FileNotFoundError(2, "table not found", name)
+    if kind == "csv":
+        return _read_csv(name, wanted, times, heads)
     with _open(name) as file:
         if kind == "parquet":
             parquet = pq.ParquetFile(file)
@@ -152,14 +154,29 @@ def _read(name: str, kind: str, wanted: list[str], times: list[str], heads: tupl
             table = pa_json.read_json(file)
             _require(name, wanted, table.column_names)
             return table.select(wanted)
-        # Paths and times as text, labels as a dictionary of text: no guess per block that a later block contradicts.
-        types = {c: pa.string() for c in (wanted[0], *times)}
+    raise AssertionError(f"unreachable: a table kind not read: {kind}")
+
+
+def _read_csv(name: str, wanted: list[str], times: list[str], heads: tuple[str, ...]) -> pa.Table:
+    """The ``wanted`` columns of a CSV, parsed on several threads.
+
+    Raises:
+        AnnotationError: a wanted column is missing, or the file is not a CSV.
+    """
+    # Fixed types, so that no block's guess is contradicted by a later block: paths as text, labels as
+    # a dictionary of text, times as numbers. Times in clock form do not read as numbers: then as text.
+    for time_type in (pa.float64(), pa.string()):
+        types = {wanted[0]: pa.string(), **{t: time_type for t in times}}
         types.update({h: pa.dictionary(pa.int32(), pa.string()) for h in heads})
         options = pa_csv.ConvertOptions(include_columns=wanted, column_types=types)
         try:
-            return pa_csv.read_csv(file, convert_options=options)
+            with _open(name) as file:
+                return pa_csv.read_csv(file, convert_options=options)
         except pa.ArrowKeyError:
-            pass  # a column is missing: name those present, read from the header alone
+            break  # a column is missing: name those present, read from the header alone
+        except pa.ArrowInvalid as exc:
+            if time_type == pa.string() or not times:
+                raise AnnotationError(name, f"cannot be read as CSV: {exc}") from None
     with _open(name) as file:
         header = next(csv.reader(io.TextIOWrapper(file, encoding="utf-8", newline="")), [])
     _require(name, wanted, header)
@@ -212,29 +229,39 @@ def _paths(name: str, column: pa.ChunkedArray, column_name: str, root: object) -
     folder = common_folder([least.as_py(), most.as_py()])
     if folder:
         column = pc.utf8_slice_codeunits(column, len(folder))
-    names, offsets = _one_buffer(column)
+    chunks, rows = column.chunks, len(column)
+    del column  # the chunks are now held by the list alone, which _one_buffer empties as it copies
+    names, offsets = _one_buffer(chunks, rows)
     return lead + folder, names, offsets
 
 
-def _one_buffer(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
-    """A text column's bytes end to end in one uint8 array, and its int64 offsets: one copy, chunk by chunk."""
-    pieces = []
-    for chunk in column.chunks:
-        _, offset_buffer, data = chunk.buffers()
-        wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
-        dtype = np.int64 if wide else np.int32
-        offsets = np.frombuffer(offset_buffer, dtype=dtype, count=len(chunk) + 1, offset=chunk.offset * dtype(0).nbytes)
-        pieces.append((offsets, np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)))
-    total = sum(int(o[-1] - o[0]) for o, _ in pieces)
-    names = np.empty(total, dtype=np.uint8)
-    offsets = np.zeros(len(column) + 1, dtype=np.int64)
+def _one_buffer(chunks: list[pa.Array], rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """A text column's bytes end to end in one uint8 array, and its int64 offsets.
+
+    Each chunk is dropped from ``chunks`` once copied, so that the column's text
+    is held about once, not twice, while it is copied.
+    """
+    total = sum(_text(chunk)[0][-1] - _text(chunk)[0][0] for chunk in chunks)
+    names = np.empty(int(total), dtype=np.uint8)
+    offsets = np.zeros(rows + 1, dtype=np.int64)
     at_byte = at_row = 0
-    for chunk_offsets, data in pieces:
-        size, rows = int(chunk_offsets[-1] - chunk_offsets[0]), len(chunk_offsets) - 1
+    chunks.reverse()
+    while chunks:
+        chunk_offsets, data = _text(chunks.pop())
+        size, count = int(chunk_offsets[-1] - chunk_offsets[0]), len(chunk_offsets) - 1
         names[at_byte : at_byte + size] = data[chunk_offsets[0] : chunk_offsets[-1]]
-        offsets[at_row + 1 : at_row + rows + 1] = chunk_offsets[1:] - chunk_offsets[0] + at_byte
-        at_byte, at_row = at_byte + size, at_row + rows
+        offsets[at_row + 1 : at_row + count + 1] = chunk_offsets[1:] - chunk_offsets[0] + at_byte
+        at_byte, at_row = at_byte + size, at_row + count
     return names, offsets
+
+
+def _text(chunk: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A text chunk's offsets and bytes, as arrays over its buffers (no copy)."""
+    _, offset_buffer, data = chunk.buffers()
+    wide = pa.types.is_large_string(chunk.type) or pa.types.is_large_binary(chunk.type)
+    dtype = np.int64 if wide else np.int32
+    offsets = np.frombuffer(offset_buffer, dtype=dtype, count=len(chunk) + 1, offset=chunk.offset * dtype(0).nbytes)
+    return offsets, np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
 
 
 def _labels(
