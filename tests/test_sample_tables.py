@@ -271,3 +271,34 @@ def test_a_large_table_list_crosses_to_another_process_as_a_reference_and_reads_
     assert shown == repr([samples[i] for i in (0, 1, 4321, len(samples) - 1)])
     assert numbers == f"{len(samples)} {samples.labels[:50].sum()} ndarray"  # mapped there, not copied
     assert pickle.dumps(samples) == blob  # written once: later pickles name the same file
+
+
+def test_a_dataset_over_a_large_table_makes_the_same_batch_in_another_process(tmp_path):
+    """What a spawned worker gets: the dataset's pickle, its list a reference to the shared file."""
+    from parallel_loader.video import IndexCache
+
+    from .video_files import video_id, write_video
+
+    for k in range(4):
+        write_video(tmp_path / "videos" / f"v{k}.avi", 24, video_id=k)
+    rows = {"path": [f"v{k % 4}.avi" for k in range(50_000)], "label": [f"c{k % 4}" for k in range(50_000)]}
+    pq.write_table(pa.Table.from_pydict(rows), tmp_path / "big.parquet")
+    samples = table_samples(tmp_path / "big.parquet", root=tmp_path / "videos")
+    data = VideoDataset(samples, batch_size=4, clip_len=4, stride=2, seed=0, index_cache=IndexCache(None))
+    clips, labels = data.get_batch(1, 3)
+    assert [video_id(clip) for clip in clips] == labels.tolist()  # class c<k> is video v<k>: rows line up
+    blob = pickle.dumps(data)
+    assert len(blob) < 8_000  # no copy of the 50,000 rows
+    script = (
+        "import pickle, sys, numpy as np; data = pickle.load(sys.stdin.buffer); "
+        "clips, labels = data.get_batch(1, 3); np.save(sys.argv[1], clips); "
+        "print(labels.tolist(), type(data._list._columns.rows).__name__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "clips.npy")],
+        input=blob, capture_output=True, timeout=120, check=False,
+        env=os.environ | {"PARALLEL_LOADER_VIDEO_INDEX": "off"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().split("] ") == [str(labels.tolist())[:-1], "ColumnRows\n"]
+    np.testing.assert_array_equal(np.load(tmp_path / "clips.npy"), clips)
