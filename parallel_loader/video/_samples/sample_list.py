@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -110,6 +111,7 @@ class SampleListBuilder:
 SHARE_BYTES = 1 << 20
 _ARRAYS = ("names", "offsets", "labels", "starts", "ends", "kinds", "numbers")
 _GATHER_ROWS = 1 << 16  # rows gathered at once by ``take``: bounds its index arrays
+_sharing = threading.Lock()  # held while a list's shared file is written, so that it is written once
 
 
 @dataclass(frozen=True)
@@ -179,11 +181,13 @@ class _Columns:
         """Pickle a large list as a reference to a shared file (written at the first pickle), a small one whole."""
         fields = (self.prefix, *(getattr(self, n) for n in _ARRAYS[:5]), self.templates, self.kinds, self.numbers)
         if self.shared is None and self.nbytes() >= SHARE_BYTES:
-            arrays = {k: np.frombuffer(a, np.uint8) if k == "names" else a for k, a in self._arrays().items()}
-            try:
-                object.__setattr__(self, "shared", ColumnFile(arrays))
-            except OSError as exc:
-                log.warning("sample list of %d bytes pickled whole: no room for its shared file (%s)", len(arrays), exc)
+            with _sharing:  # one file, even when two threads pickle the list at once
+                if self.shared is None:
+                    arrays = {k: np.frombuffer(a, np.uint8) if k == "names" else a for k, a in self._arrays().items()}
+                    try:
+                        object.__setattr__(self, "shared", ColumnFile(arrays))
+                    except OSError as exc:
+                        log.warning("sample list pickled whole: its shared file could not be written (%s)", exc)
         if self.shared is None:
             return _Columns, fields
         reference = self.shared.reference if isinstance(self.shared, ColumnFile) else self.shared

@@ -272,6 +272,8 @@ def _labels(
         row = _first(column.is_null())
         raise AnnotationError(f"{name}, row {row + 1}", f"the {head!r} column is empty: each row needs a label")
     kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if pa.types.is_dictionary(column.type) and not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        column = column.cast(kind)  # a categorical of numbers: its values
     if pa.types.is_floating(kind) and pc.all(pc.equal(column, pc.floor(column))).as_py():
         column, kind = column.cast(pa.int64()), pa.int64()  # JSON's 3.0
     if pa.types.is_integer(kind):
