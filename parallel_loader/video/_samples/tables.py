@@ -93,9 +93,7 @@ def table_samples(
     count = table.num_rows
     columns = dict(zip(table.column_names, table.columns, strict=True))
     del table  # each column is dropped once made into arrays, so that two copies of all are never held
-    prefix, names, offsets = _paths(
-        name, columns.pop(path) if path not in (*heads, *times) else columns[path], path, root
-    )
+    # The small columns first, the paths last: their copy is the largest, made when the rest is done.
     labels, names_of_heads = [], []
     for head, wanted_classes in zip(heads, per_head, strict=True):
         codes, head_classes = _labels(name, columns[head], head, wanted_classes, digits_are_ints=kind == "csv")
@@ -107,6 +105,9 @@ def table_samples(
         ends = _seconds(name, columns[end], end) if end else np.full(count, np.nan)
         _check_segments(name, starts, ends)
         segments = (starts, ends)
+    for used in {*heads, *times} - {path}:
+        del columns[used]
+    prefix, names, offsets = _paths(name, columns.pop(path), path, root)
     del columns
     if len(heads) == 1:
         return column_list(names_of_heads[0], prefix, names, offsets, labels[0], segments, name)
