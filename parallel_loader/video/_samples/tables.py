@@ -107,11 +107,18 @@ def table_samples(
         segments = (starts, ends)
     for used in {*heads, *times} - {path}:
         del columns[used]
+    _give_back()
     prefix, names, offsets = _paths(name, columns.pop(path), path, root)
     del columns
+    _give_back()
     if len(heads) == 1:
         return column_list(names_of_heads[0], prefix, names, offsets, labels[0], segments, name)
     return column_list(tuple(names_of_heads), prefix, names, offsets, np.stack(labels, axis=1), segments, name)
+
+
+def _give_back() -> None:
+    """Return the memory of the columns dropped to the system: Arrow's allocator otherwise keeps it a while."""
+    pa.default_memory_pool().release_unused()
 
 
 def _kind(name: str) -> str:
