@@ -167,6 +167,15 @@ def test_a_bad_time_names_its_row(tmp_path, begin, stop, message):
         table_samples(write_csv(tmp_path / "t.csv", rows), start="begin", end="stop")
 
 
+def test_a_row_without_a_path_or_a_label_names_its_row(tmp_path):
+    source = write_csv(tmp_path / "t.csv", [{"path": "a.mp4", "label": "x"}, {"path": "", "label": "x"}])
+    with pytest.raises(AnnotationError, match=r"t.csv, row 2: the 'path' column is empty: each row needs a video"):
+        table_samples(source)
+    source = write_csv(tmp_path / "t.csv", [{"path": "a.mp4", "label": "x"}, {"path": "b.mp4", "label": ""}])
+    with pytest.raises(AnnotationError, match=r"t.csv, row 2: the 'label' column is empty: each row needs a label"):
+        table_samples(source)
+
+
 def test_a_compressed_csv_is_read_by_its_name(tmp_path):
     import gzip
 

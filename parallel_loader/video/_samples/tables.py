@@ -73,6 +73,7 @@ def table_samples(
         The samples, in the table's order.
 
     Raises:
+        TypeError: ``label`` or ``classes`` is not a name or names.
         FileNotFoundError: there is no table at ``source``.
         ValueError: the name's end is not one of the kinds above, or the table has no row.
         AnnotationError: a column named is not in the table; the message lists those
@@ -220,8 +221,9 @@ def _per_head_classes(classes: object, heads: int) -> list[Sequence[str] | None]
 
 def _paths(name: str, column: pa.ChunkedArray, column_name: str, root: object) -> tuple[str, np.ndarray, np.ndarray]:
     """``(prefix, names, offsets)``: every path is ``prefix`` and its name, the names one UTF-8 buffer."""
-    if column.null_count:
-        row = _first(column.is_null())
+    empty = pc.or_kleene(column.is_null(), pc.equal(column, ""))
+    if pc.any(empty).as_py():
+        row = _first(empty)
         raise AnnotationError(f"{name}, row {row + 1}", f"the {column_name!r} column is empty: each row needs a video")
     lead = ""
     if root is not None:
