@@ -69,6 +69,7 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.store_scale --records 2000000
 	$(PY) -m benchmarks.store_faults
 	$(PY) -m benchmarks.host_scale --rounds 3
+	$(PY) -m benchmarks.table_scale
 
 # The GPU run: the demo (as `make demo` runs it), the sweep's train workload and feed_vs_queue, each with
 # and without device prefetch, with GPU utilisation sampled by nvidia-smi; one table at the end.

@@ -27,6 +27,8 @@ setup(
         # Worker processes get the yield function by value, as Ray and loky send theirs: what the
         # user's script defines travels with its code, and no worker runs the script's imports again.
         "cloudpickle>=3.0",
+        # table_samples: multithreaded, columnar CSV, JSONL and Parquet reading, no object per row.
+        "pyarrow>=14",
     ],
     extras_require={
         # The remote-read tests run against real servers on 127.0.0.1: moto's and rclone's S3 servers,

@@ -1,18 +1,20 @@
 """What a benchmark run costs and what competes with it: this process's CPU and memory, and the neighbours' load.
 
 ``ResourceSampler`` measures a run; ``wait_for_quiet`` waits before one for the
-other processes to calm down (the ``--quiet`` option of ``_common``). The module
+other processes to calm down (the ``--quiet`` option of ``_common``);
+``trace_video_opens`` records the video files a run opens. The module
 knows nothing of the scripts, their options or their output.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
 import psutil
 
-__all__ = ["ResourceSampler", "busy_seconds", "others_cpu_percent", "wait_for_quiet"]
+__all__ = ["ResourceSampler", "busy_seconds", "others_cpu_percent", "trace_video_opens", "wait_for_quiet"]
 
 
 class ResourceSampler:
@@ -128,3 +130,25 @@ def wait_for_quiet(max_wait: float, threshold: float = 40.0) -> float:
         others = others_cpu_percent()
         if others < threshold or time.monotonic() >= deadline:
             return others
+
+
+def trace_video_opens(suffix: str) -> list[str]:
+    """Record every file ending in ``suffix`` this process opens from now on, and return the list that fills.
+
+    Python's ``open`` is seen through an audit hook (it cannot be removed), and
+    PyAV's and OpenCV's opens by wrapping ``av.open`` and ``cv2.VideoCapture``.
+    """
+    opened: list[str] = []
+
+    def audit(event: str, args: tuple) -> None:
+        if event == "open" and isinstance(args[0], str) and args[0].endswith(suffix):
+            opened.append(args[0])
+
+    sys.addaudithook(audit)
+    import av
+    import cv2
+
+    real_open, real_capture = av.open, cv2.VideoCapture
+    av.open = lambda file, *a, **k: opened.append(str(file)) or real_open(file, *a, **k)
+    cv2.VideoCapture = lambda file, *a, **k: opened.append(str(file)) or real_capture(file, *a, **k)
+    return opened

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, write_json
+from ._resources import trace_video_opens
 from ._workloads import REPO
 
 __all__ = ["main"]
@@ -91,23 +92,10 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
 
     import psutil
 
-    opened: list[str] = []
-
-    def audit(event: str, args: tuple) -> None:
-        if event == "open" and isinstance(args[0], str) and args[0].endswith(".avi"):
-            opened.append(args[0])
-
-    sys.addaudithook(audit)
-    import av
-    import cv2
-
+    opened = trace_video_opens(".avi")
     from parallel_loader import DataLoader
     from parallel_loader.video import VideoDataset, kinetics_samples
     from parallel_loader.video._samples.sample_list import missing_files
-
-    real_open, real_capture = av.open, cv2.VideoCapture
-    av.open = lambda file, *a, **k: opened.append(str(file)) or real_open(file, *a, **k)
-    cv2.VideoCapture = lambda file, *a, **k: opened.append(str(file)) or real_capture(file, *a, **k)
 
     process = psutil.Process()
     rss, peak = process.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -24,6 +24,7 @@ from benchmarks import (
     startup,
     store_scale,
     sweep,
+    table_scale,
     video_cold,
     video_decode,
     video_families,
@@ -290,6 +291,15 @@ def test_epoch_draws(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert all(_finite(run["draw_ms"]) and _finite(run["pickle_mb"]) for run in runs.values())
     assert "| 2,000 | balanced |" in capsys.readouterr().out
     assert set(json.loads((tmp_path / "epoch_draws.json").read_text())["results"]["2000"]) == set(epoch_draws.MODES)
+
+
+def test_table_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = table_scale.main(["--rows", "2000", "--kinds", "parquet", "--out", str(tmp_path)])
+    run = results["parquet 2000"]
+    assert run["opened"] == 0 and run["samples"] == 2000  # the table's rows, and no video opened
+    assert len(run["big_workers"]["after"]["rss"]) == 2 and all(_finite(v) for v in run["big_workers"]["after"]["rss"])
+    assert "| parquet |" in capsys.readouterr().out
+    assert (tmp_path / "table_scale.json").exists()
 
 
 FAKE_NVIDIA_SMI = """#!/bin/sh

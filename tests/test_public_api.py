@@ -107,6 +107,7 @@ SURFACE = {
         "sample_list",
         "set_default_index_cache",
         "ssv2_samples",
+        "table_samples",
         "ucf101_samples",
         "webdataset_fields",
         "webdataset_samples",

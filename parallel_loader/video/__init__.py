@@ -43,6 +43,7 @@ from ._samples.parsing import AnnotationError
 from ._samples.sample_list import SampleList, VideoSample
 from ._samples.sampling import SAMPLINGS
 from ._samples.ssv2 import ssv2_samples
+from ._samples.tables import table_samples
 from ._samples.webdataset import webdataset_fields, webdataset_samples
 
 __all__ = [
@@ -75,6 +76,7 @@ __all__ = [
     "sample_list",
     "set_default_index_cache",
     "ssv2_samples",
+    "table_samples",
     "ucf101_samples",
     "webdataset_fields",
     "webdataset_samples",

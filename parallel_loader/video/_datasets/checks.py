@@ -140,13 +140,19 @@ def sample_list_of(
         The sample list, and the indices of its samples in ``samples``.
 
     Raises:
-        ValueError: ``classes`` is given with a ``SampleList``, or every sample is excluded.
+        ValueError: ``classes`` is given with a ``SampleList``, the list has several labels
+            a sample, or every sample is excluded.
         AnnotationError: a row is malformed or names an unknown class.
     """
     if not isinstance(samples, SampleList):
         samples = sample_list(samples, classes)
     elif classes is not None:
         raise ValueError("a SampleList has its classes: pass classes to the reader that made it")
+    if samples.heads > 1:
+        raise ValueError(
+            f"this SampleList has {samples.heads} labels a sample, and VideoDataset takes one so far: "
+            "make the list with one label column (table_samples(..., label='verb'))"
+        )
     mask = kept_mask(samples, exclude)
     if mask is None:
         return samples, np.arange(len(samples))

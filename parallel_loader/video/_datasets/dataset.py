@@ -308,7 +308,7 @@ class VideoDataset(YieldFunction):
         kept = decoded >= 0
         if not kept.all():  # evaluation: a bad sample is left out, never another counted twice
             clips, decoded = clips[kept], decoded[kept]
-        labels = self._list.labels[decoded].astype(np.int64)
+        labels = self._list.labels_at(decoded).astype(np.int64)
         positions = [p for (p, _), k in zip(chosen, kept, strict=True) if k]
         return self._outputs.finish(clips, decoded, labels, positions, epoch, index)
 

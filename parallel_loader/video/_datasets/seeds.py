@@ -33,8 +33,12 @@ BATCH_KEY = 0x4241544348  # "BATCH": a batch's batch_transform=, [seed, BATCH_KE
 
 
 def epoch_order(seed: int, epoch: int, count: int) -> np.ndarray:
-    """Return the order of ``count`` samples in training epoch ``epoch``: a permutation of ``range(count)``."""
-    return np.random.default_rng([seed, ORDER_KEY, epoch]).permutation(count)
+    """Return the order of ``count`` samples in training epoch ``epoch``: a permutation of ``range(count)``.
+
+    It is ``int32`` where the count allows: every process holds one, 40 MB at ten million samples.
+    """
+    order = np.random.default_rng([seed, ORDER_KEY, epoch]).permutation(count)
+    return order.astype(np.int32) if count <= np.iinfo(np.int32).max else order
 
 
 def clip_rng(seed: int, epoch: int, position: int, attempt: int) -> np.random.Generator:
