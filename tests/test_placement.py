@@ -52,12 +52,12 @@ class Locked(data.YieldFunction):
     ("cores", "threads", "expected"),
     [
         (1, None, (1, 1)),
-        (2, None, (1, 2)),  # both cores decode: the trainer's step mostly waits outside the GIL
-        (5, None, (1, 5)),  # up to the GIL ceiling in one process
-        (6, None, (2, 3)),  # past it: two processes share the cores evenly
+        (2, None, (1, 1)),  # one core left to the trainer, one decodes
+        (6, None, (1, 5)),  # up to the GIL ceiling in one process
+        (7, None, (2, 3)),  # past it: two processes share the decode cores evenly
         (16, None, (3, 5)),  # one core left to the trainer, 15 decode
         (96, None, (18, 5)),  # six left to the trainer
-        (16, 8, (2, 8)),  # threads given: processes enough to fill the decode cores
+        (17, 8, (2, 8)),  # threads given: processes enough to fill the decode cores
     ],
 )
 def test_auto_placement_fills_the_decode_cores_without_passing_the_gil_ceiling(cores, threads, expected):

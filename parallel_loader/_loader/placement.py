@@ -3,10 +3,10 @@
 Words used here:
 
 - *decode cores*: the host's usable cores less those left to the trainer, one per
-  16 cores. A trainer's own Python (Keras, TensorFlow's dispatch) needs them.
+  16 cores and at least one. A trainer's own Python (Keras, TensorFlow's dispatch) needs them.
 - *GIL ceiling*: the most threads one process can keep busy. A reader thread holds
-  the GIL for about a fifth of its time (``GIL_SHARE``, measured by
-  ``benchmarks/host_scale.py``). So five threads fill one process's GIL.
+  the GIL for about a fifth of its time (``GIL_SHARE``, from py-spy profiles of
+  ``benchmarks/video_cold.py``). So five threads fill one process's GIL.
 
 ``auto_placement`` sizes ``processes="auto"``: enough processes to fill the decode
 cores, none run past the ceiling. ``training_placement`` is the default of
@@ -49,7 +49,7 @@ def auto_placement(num_threads: int | None = None, cores: int | None = None) -> 
         The processes and the threads of each: together about one thread per decode core.
     """
     cores = available_cores() if cores is None else max(1, cores)
-    decode = max(1, cores - cores // 16)
+    decode = max(1, cores - max(1, cores // 16))
     ceiling = max(1, math.floor(1 / GIL_SHARE))
     if num_threads is not None:
         return max(1, math.ceil(decode / num_threads)), num_threads
