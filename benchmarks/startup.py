@@ -95,7 +95,7 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
     opened = trace_video_opens(".avi")
     from parallel_loader import DataLoader
     from parallel_loader.video import VideoDataset, kinetics_samples
-    from parallel_loader.video._samples.sample_list import missing_files
+    from parallel_loader.video._samples.finding import missing_files
 
     process = psutil.Process()
     rss, peak = process.memory_info().rss, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import pickle
 import sys
 import threading
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from parallel_loader import YieldFunction
+from parallel_loader import DataLoader, YieldFunction
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -133,3 +134,19 @@ def hang_until_released(release: threading.Event) -> None:
     """Where a hung call waits: the watchdog's stack of it names this function."""
     if not release.wait(HANG_LIMIT):
         raise AssertionError(f"a hung call was not released within {HANG_LIMIT} s")
+
+
+def resumed_rest(source: Any, *, batches: int = 1, threads: int = 2) -> list[Any]:
+    """The batches a loader restored after ``batches`` of an epoch gives, over a pickled copy of ``source``.
+
+    The first loader stops after ``batches``; the second, with ``threads`` threads, loads its state.
+    """
+    with DataLoader(source, num_threads=2, seed=1, ordered=True, name="cut") as loader:
+        delivered = iter(loader)
+        for _ in range(batches):
+            next(delivered)
+        state = loader.state_dict(batches=batches)
+    resumed = DataLoader(pickle.loads(pickle.dumps(source)), num_threads=threads, seed=1, ordered=True, name="resumed")
+    resumed.load_state_dict(state)
+    with resumed:
+        return list(resumed)

@@ -15,6 +15,7 @@ from parallel_loader import DataLoader
 from parallel_loader.video import Augment, CutMix, Mixup, VideoDataset, read_clip
 from parallel_loader.video._datasets.seeds import batch_rng, clip_rng, transform_rng
 from parallel_loader.video._samples.sampling import temporal_views
+from tests.helpers import resumed_rest
 from tests.video_files import frame_indices, video_id, write_video
 
 FRAMES, VIDEOS = 12, 4
@@ -251,13 +252,7 @@ def test_a_resumed_epoch_gives_the_augmented_batches_it_would_have(rows):
     data = dataset(rows, augment=Augment(crop="resized"), batch_transform=Mixup(0.4), labels="one_hot")
     with DataLoader(data, num_threads=2, seed=1, ordered=True, name="whole") as loader:
         whole = list(loader)
-    with DataLoader(data, num_threads=2, seed=1, ordered=True, name="cut") as loader:
-        next(iter(loader))
-        state = loader.state_dict(batches=1)
-    resumed = DataLoader(pickle.loads(pickle.dumps(data)), num_threads=2, seed=1, ordered=True, name="resumed")
-    resumed.load_state_dict(state)
-    with resumed:
-        rest = list(resumed)
+    rest = resumed_rest(data)
     assert len(whole) == 2 and len(rest) == 1
     for a, b in zip(whole[1], rest[0], strict=True):
         np.testing.assert_array_equal(a, b)

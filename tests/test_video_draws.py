@@ -11,6 +11,7 @@ import pytest
 from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, VideoFolder
 from parallel_loader.video._datasets.draws import EpochDraws
+from tests.helpers import resumed_rest
 from tests.video_files import video_id, write_video
 
 FRAMES = 4
@@ -84,13 +85,7 @@ def test_the_same_seed_draws_the_same_with_one_or_three_threads_and_in_a_process
 def test_a_resumed_epoch_draws_the_rest_it_would_have(nine_to_one):
     data = dataset(nine_to_one, weights="balanced", samples_per_epoch=150, return_index=True)
     whole = epoch(data, num_threads=2)
-    with DataLoader(data, num_threads=2, seed=1, ordered=True, name="cut") as loader:
-        next(iter(loader))
-        state = loader.state_dict(batches=1)
-    resumed = DataLoader(pickle.loads(pickle.dumps(data)), num_threads=3, seed=1, ordered=True, name="resumed")
-    resumed.load_state_dict(state)
-    with resumed:
-        rest = list(resumed)
+    rest = resumed_rest(data, threads=3)
     assert len(rest) == 2
     np.testing.assert_array_equal(np.concatenate([b[2] for b in rest]), whole[2][50:])
     np.testing.assert_array_equal(np.concatenate([b[1] for b in rest]), whole[1][50:])

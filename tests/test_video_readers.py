@@ -129,21 +129,19 @@ def epic(tmp_path_factory) -> Path:
     return base
 
 
-def test_epic_kitchens_segments_by_time_and_verb_and_noun_combined(epic):
+def test_epic_kitchens_segments_by_time_with_a_verb_and_a_noun_a_sample(epic):
     samples = epic_kitchens_samples(epic / "train.csv", epic / "videos")
     assert [(s.path, s.start, s.end) for s in samples] == [
         (str(epic / "videos/P01/videos/P01_01.MP4"), 0.4, 1.2),
         (str(epic / "videos/P01/videos/P01_01.MP4"), 1.6, 2.0),
         (str(epic / "videos/P02_03.mp4"), 0.0, 0.8),
     ]
-    # Three verbs and three nouns (0-2): label = verb * 3 + noun, named "verb,noun".
-    assert len(samples.classes) == 9 and samples.classes[5] == "1,2"
-    assert [s.label for s in samples] == [0 * 3 + 2, 1 * 3 + 0, 2 * 3 + 2]
-    verbs, nouns = np.divmod(samples.labels, 3)
-    assert verbs.tolist() == [0, 1, 2] and nouns.tolist() == [2, 0, 2]
+    # Three verbs and three nouns (0-2): one label a head, in the columns' order.
+    assert samples.heads == 2 and samples.classes == (("0", "1", "2"), ("0", "1", "2"))
+    assert [s.label for s in samples] == [(0, 2), (1, 0), (2, 2)]
     options = {"batch_size": 3, "clip_len": 4, "size": (16, 16), "train": False, "dtype": "uint8"}
-    clips, labels = VideoDataset(samples, **options)(0)
-    assert labels.tolist() == [2, 3, 8]
+    clips, (verbs, nouns) = VideoDataset(samples, **options)(0)
+    assert verbs.tolist() == [0, 1, 2] and nouns.tolist() == [2, 0, 2]
     # The segments hold frames 10-29, 40-49 and 0-19 (25 fps), as rows in seconds would.
     frames = [frame_indices(clip) for clip in clips]
     bounds = [(10, 30), (40, 50), (0, 20)]
@@ -158,7 +156,8 @@ def test_epic_kitchens_one_label_column_and_named_classes(epic):
     named = epic_kitchens_samples(
         epic / "train.csv", epic / "videos", classes=(["take", "put", "open", "wash"], ["plate", "pan", "cup"])
     )
-    assert len(named.classes) == 12 and named.classes[named[0].label] == "take,cup"
+    verb, noun = named[0].label
+    assert named.classes[0][verb] == "take" and named.classes[1][noun] == "cup"
     with pytest.raises(AnnotationError, match=r"line 2: noun_class 2 has no name: the classes are 'plate'"):
         epic_kitchens_samples(epic / "train.csv", epic / "videos", classes=(["a", "b", "c"], ["plate"]))
     with pytest.raises(ValueError, match="one list of class names per label column"):

@@ -1,9 +1,9 @@
 """Checks a ``VideoDataset`` makes at construction: its arguments, and which samples it can use.
 
 ``check_arguments`` checks the arguments and returns them normalised.
-``sample_list_of`` makes the sample list. ``usable`` leaves out missing files
-and, with ``exact_counts``, the samples that cannot give a clip. No file is
-opened unless ``exact_counts`` asks for it. See :doc:`/video/datasets`.
+``sample_list_of`` makes the sample list, and ``class_names`` names its classes.
+``usable`` leaves out missing files and, with ``exact_counts``, the samples that
+cannot give a clip. No file is opened unless ``exact_counts`` asks for it. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from .._indexes.cache import IndexCache, default_index_cache
 from .._read.clips import _check_clip_args
 from .._samples.annotations import sample_list
 from .._samples.exclude import Exclude, kept_mask
-from .._samples.sample_list import SampleList, missing_files
+from .._samples.finding import missing_files
+from .._samples.sample_list import SampleList
 from .._samples.sampling import CROP_COUNTS, SAMPLINGS, Sampling
 from .reader import SampleReader, Video, listed
 from .replacing import BadSamples
 
-__all__ = ["Arguments", "check_arguments", "sample_list_of", "usable"]
+__all__ = ["Arguments", "check_arguments", "class_names", "sample_list_of", "usable"]
 
 
 class Arguments(NamedTuple):
@@ -132,7 +133,9 @@ def check_arguments(
 
 
 def sample_list_of(
-    samples: SampleList | Sequence[Sequence[object]], classes: Sequence[str] | None, exclude: Exclude
+    samples: SampleList | Sequence[Sequence[object]],
+    classes: Sequence[str] | Sequence[Sequence[str]] | None,
+    exclude: Exclude,
 ) -> tuple[SampleList, np.ndarray]:
     """Return the samples a ``VideoDataset`` is given as a ``SampleList``, without the excluded files.
 
@@ -140,23 +143,25 @@ def sample_list_of(
         The sample list, and the indices of its samples in ``samples``.
 
     Raises:
-        ValueError: ``classes`` is given with a ``SampleList``, the list has several labels
-            a sample, or every sample is excluded.
+        ValueError: ``classes`` is given with a ``SampleList``, or does not give one list
+            of names a head; or every sample is excluded.
         AnnotationError: a row is malformed or names an unknown class.
     """
     if not isinstance(samples, SampleList):
         samples = sample_list(samples, classes)
     elif classes is not None:
         raise ValueError("a SampleList has its classes: pass classes to the reader that made it")
-    if samples.heads > 1:
-        raise ValueError(
-            f"this SampleList has {samples.heads} labels a sample, and VideoDataset takes one so far: "
-            "make the list with one label column (table_samples(..., label='verb'))"
-        )
     mask = kept_mask(samples, exclude)
     if mask is None:
         return samples, np.arange(len(samples))
     return samples.keep(mask), np.flatnonzero(mask)
+
+
+def class_names(samples: SampleList) -> list[str] | tuple[list[str], ...]:
+    """A data set's ``classes``: a list of names, or a tuple of one list a head with several labels a sample."""
+    if samples.labels.ndim == 2:
+        return tuple(list(head) for head in samples.classes)
+    return list(samples.classes)  # type: ignore[arg-type]
 
 
 def usable(

@@ -23,7 +23,7 @@ from .._samples.augment import Augment, Resize, augment_of
 from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
-from .checks import check_arguments, sample_list_of, usable
+from .checks import check_arguments, class_names, sample_list_of, usable
 from .draws import EpochDraws, Weights, check_weights
 from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
@@ -37,18 +37,17 @@ __all__ = ["VideoDataset"]
 class VideoDataset(YieldFunction):
     """Batches of clips and labels from a list of samples: whole videos or segments of them.
 
-    A batch is ``(clips, labels)``, or ``(clips, labels, indices)`` with
-    ``return_index``. Clips have shape ``(batch, clip_len, height, width, 3)``;
-    labels are ``int64`` of shape ``(batch,)``, or one-hot. With ``num_clips`` or
-    ``num_crops``, clips gain a views axis after the batch axis. Training shuffles
-    the samples each epoch and augments each clip at random. Evaluation takes
-    each sample once, in order, with centred clips and crops. Every random choice
-    comes from ``seed``, the epoch and the sample's place, never from a thread.
+    A batch is ``(clips, labels)``, or ``(clips, labels, indices)`` with ``return_index``. Clips have
+    shape ``(batch, clip_len, height, width, 3)``; labels are ``int64`` of shape ``(batch,)``, or one-hot.
+    With several labels a sample, ``labels`` is a tuple of such arrays, one a head. With ``num_clips`` or
+    ``num_crops``, clips gain a views axis after the batch axis. Training shuffles the samples each epoch
+    and augments each clip at random. Evaluation takes each sample once, in order, with centred clips and
+    crops. Every random choice comes from ``seed``, the epoch and the sample's place, never from a thread.
     Construction opens no video file, unless ``exact_counts`` asks it to.
 
     Args:
         samples: a ``SampleList``, or rows ``(path, label)`` or ``(path, label,
-            start_seconds, end_seconds)`` as ``sample_list`` takes them.
+            start_seconds, end_seconds)`` as ``sample_list`` takes them; ``label`` may be a tuple, one a head.
         batch_size: clips per batch.
         clip_len: frames per clip.
         stride: the step between a clip's frames (``sampling="clip"``).
@@ -59,7 +58,7 @@ class VideoDataset(YieldFunction):
             training and leaves it out of its batch in evaluation. It lists it in ``skipped``.
         dtype: ``"float32"`` (values in [0, 1]) or ``"uint8"``.
         crop_fraction: the crop's share of the box ``size / crop_fraction`` that each frame is fitted to.
-        classes: class names in label order, for rows; a ``SampleList`` has its own.
+        classes: class names in label order, for rows, or one list of them a head; a ``SampleList`` has its own.
         exact_counts: index every video at construction and count the frames
             that decode, finding bad files there.
         seek: passed to ``read_clip``: ``False`` decodes every frame from the first.
@@ -119,7 +118,7 @@ class VideoDataset(YieldFunction):
         *,
         dtype: Literal["float32", "uint8"] = "float32",
         crop_fraction: float = 0.875,
-        classes: Sequence[str] | None = None,
+        classes: Sequence[str] | Sequence[Sequence[str]] | None = None,
         exact_counts: bool = False,
         seek: bool = True,
         sampling: Sampling = "clip",
@@ -182,7 +181,8 @@ class VideoDataset(YieldFunction):
         self.exact_counts = args.exact_counts
         self.seek = args.seek
         self.index_cache = args.index_cache
-        self.classes = list(samples.classes)
+        self.classes = class_names(samples)  # a list, or a tuple of one list a head
+        self.heads = samples.heads  # labels a sample: batches carry a tuple of label arrays when several
         self.augment = augment
         self._outputs = Outputs(
             transform=transform,
@@ -190,7 +190,7 @@ class VideoDataset(YieldFunction):
             labels=labels,
             label_smoothing=label_smoothing,
             return_index=return_index,
-            num_classes=len(self.classes),
+            classes=self.classes,
             seed=self.seed,
         )
         self._reader = SampleReader(
@@ -368,7 +368,7 @@ class VideoDataset(YieldFunction):
     def _describe(self) -> str:
         mode = "train" if self.train else "eval"
         return (
-            f"{mode} videos={len(self._list)} classes={len(self.classes)} "
+            f"{mode} videos={len(self._list)} classes={self._outputs.num_classes} "
             f"batch_size={self.batch_size} skipped={len(self.skipped)}"
         )
 

@@ -1,7 +1,8 @@
 """Batch transforms that mix clips: ``Mixup`` and ``CutMix``.
 
 A batch transform takes a batch's clips, its one-hot labels and a ``numpy``
-generator, and returns new clips and labels. ``VideoDataset(batch_transform=...)``
+generator, and returns new clips and labels. With several labels a sample, the
+labels are a tuple of one-hot arrays, one a head. One draw mixes every head. ``VideoDataset(batch_transform=...)``
 gives it a generator drawn from the seed, the epoch and the batch's index, so a
 batch is the same whichever thread makes it. Clips are
 ``(batch, [views,] frames, height, width, 3)``; one box or weight holds for all
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from typing import overload
 
 import numpy as np
 
@@ -30,22 +32,34 @@ class _Mixing(ABC):
             raise ValueError(f"alpha must be a positive number (the Beta distribution's), got {alpha!r}")
         self.alpha = float(alpha)
 
+    @overload
     def __call__(
         self, clips: np.ndarray, labels: np.ndarray, rng: np.random.Generator
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Return the mixed clips and labels; ``labels`` are one-hot ``(batch, classes)``.
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    @overload
+    def __call__(
+        self, clips: np.ndarray, labels: tuple[np.ndarray, ...], rng: np.random.Generator
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]: ...
+
+    def __call__(self, clips, labels, rng):
+        """Return the mixed clips and labels: one-hot ``(batch, classes)``, or a tuple of such, one a head.
 
         Raises:
             ValueError: the labels are not one-hot.
         """
-        if labels.ndim != 2 or len(labels) != len(clips):
-            raise ValueError(
-                f"{type(self).__name__} mixes one-hot labels of shape (batch, classes), got shape {labels.shape}: "
-                "pass labels='one_hot' to the data set"
-            )
+        heads = labels if isinstance(labels, tuple) else (labels,)
+        for head in heads:
+            shape = np.shape(head)
+            if len(shape) != 2 or shape[0] != len(clips):
+                raise ValueError(
+                    f"{type(self).__name__} mixes one-hot labels of shape (batch, classes), got shape {shape}: "
+                    "pass labels='one_hot' to the data set"
+                )
         weight, partner = float(rng.beta(self.alpha, self.alpha)), rng.permutation(len(clips))
         mixed, kept = self._mix(clips, weight, partner, rng)
-        return mixed, (kept * labels + (1 - kept) * labels[partner]).astype(labels.dtype)
+        heads = tuple((kept * head + (1 - kept) * head[partner]).astype(head.dtype) for head in heads)
+        return mixed, heads if isinstance(labels, tuple) else heads[0]
 
     @abstractmethod
     def _mix(
@@ -63,6 +77,7 @@ class Mixup(_Mixing):
     One weight ``w`` per batch, drawn from ``Beta(alpha, alpha)``, and a random
     partner for each clip (mixup, Zhang et al. 2018). ``uint8`` clips are rounded.
     Call it as ``mixup(clips, labels, rng)``; the labels must be one-hot.
+    A tuple of one-hot labels, one a head, is mixed head by head with the same draw.
 
     Args:
         alpha: the Beta distribution's parameter; 0.2 to 0.8 is usual for video.
@@ -89,6 +104,7 @@ class CutMix(_Mixing):
     share of the frame is ``1 - w``, ``w`` drawn from ``Beta(alpha, alpha)``. Its
     centre is uniform, and it is clipped at the edges. The labels' weight is the
     share of the frame left. Call it as ``cutmix(clips, labels, rng)``; the labels must be one-hot.
+    A tuple of one-hot labels, one a head, is mixed head by head with the same box.
 
     Args:
         alpha: the Beta distribution's parameter; 1.0 is usual.

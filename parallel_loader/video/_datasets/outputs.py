@@ -1,7 +1,8 @@
 """What a ``VideoDataset`` does to a batch once its clips are decoded: transforms, labels and indices.
 
 ``Outputs`` holds the per-clip ``transform``, the ``batch_transform``, the form
-of the labels and whether the batch carries its samples' indices. Each
+of the labels and whether the batch carries its samples' indices. With several
+labels a sample, the labels are a tuple of arrays, one a head, each in that form. Each
 transform gets its own generator from ``seeds``: a clip's from its place in the
 epoch, a batch's from its index. So the batch is the same whichever thread or
 process makes it, and after a resume. See :doc:`/video/augmentation`.
@@ -23,7 +24,9 @@ Labels = Literal["int", "one_hot"]
 LABELS: tuple[Labels, ...] = ("int", "one_hot")
 
 Transform = Callable[[np.ndarray, np.random.Generator], np.ndarray]
-BatchTransform = Callable[[np.ndarray, np.ndarray, np.random.Generator], tuple[np.ndarray, np.ndarray]]
+# A batch's labels: one array, or a tuple of them (one a head) with several labels a sample.
+BatchLabels = np.ndarray | tuple[np.ndarray, ...]
+BatchTransform = Callable[[np.ndarray, BatchLabels, np.random.Generator], tuple[np.ndarray, BatchLabels]]
 
 
 class Outputs:
@@ -33,10 +36,11 @@ class Outputs:
         transform: ``transform(clip, rng) -> clip`` per clip (per view in
             evaluation), or ``None``; the result keeps the clip's shape.
         batch_transform: ``batch_transform(clips, labels, rng) -> (clips, labels)``, or ``None``.
-        labels: ``"int"`` (``int64``, shape ``(batch,)``) or ``"one_hot"`` (``float32``, ``(batch, classes)``).
-        label_smoothing: with one-hot labels, the share of each label spread evenly over the classes.
+        labels: ``"int"`` (``int64``, shape ``(batch,)``) or ``"one_hot"`` (``float32``, ``(batch, classes)``),
+            for each head.
+        label_smoothing: with one-hot labels, the share of each label spread evenly over its head's classes.
         return_index: add each clip's sample index (into the data set's ``samples``) to the batch.
-        num_classes: the classes of the data set.
+        classes: the data set's class names: a list, or a tuple of one list a head.
         seed: the data set's seed.
 
     Raises:
@@ -52,7 +56,7 @@ class Outputs:
         labels: Labels,
         label_smoothing: float,
         return_index: bool,
-        num_classes: int,
+        classes: list[str] | tuple[list[str], ...],
         seed: int,
     ) -> None:
         self.transform = check_callable("transform", transform)
@@ -70,7 +74,8 @@ class Outputs:
         self.labels = labels
         self.label_smoothing = float(label_smoothing)
         self.return_index = check_bool("return_index", return_index)
-        self.num_classes = num_classes
+        # Classes a head: an int, or a tuple of one int a head with several labels a sample.
+        self.num_classes = len(classes) if isinstance(classes, list) else tuple(len(head) for head in classes)
         self.seed = seed
 
     def finish(
@@ -78,10 +83,12 @@ class Outputs:
     ) -> tuple[np.ndarray, ...]:
         """Return batch ``index`` of ``epoch``: ``(clips, labels)``, then the samples' indices if asked.
 
+        With several heads, ``labels`` is a tuple of one array a head.
+
         Args:
             clips: the decoded clips, changed in place by ``transform``.
             samples: each clip's sample index.
-            labels: each clip's label, as an int.
+            labels: each clip's label, as an int: ``(batch,)``, or ``(batch, heads)``.
             positions: each clip's place in the epoch.
             epoch: the epoch.
             index: the batch's index.
@@ -95,20 +102,28 @@ class Outputs:
                 rng = transform_rng(self.seed, epoch, position)
                 for view in clip if clips.ndim == 6 else [clip]:  # a views axis: each view in turn
                     _write(view, self.transform(view, rng))
-        if self.labels == "one_hot":
-            smooth = self.label_smoothing
-            encoded = np.full((len(labels), self.num_classes), smooth / self.num_classes, dtype=np.float32)
-            encoded[np.arange(len(labels)), labels] += 1 - smooth
-            labels = encoded
+        if isinstance(self.num_classes, int):
+            encoded: BatchLabels = self._encoded(labels, self.num_classes)
+        else:
+            encoded = tuple(self._encoded(labels[:, h], count) for h, count in enumerate(self.num_classes))
         if self.batch_transform is not None:
-            result = self.batch_transform(clips, labels, batch_rng(self.seed, epoch, index))
+            result = self.batch_transform(clips, encoded, batch_rng(self.seed, epoch, index))
             if not isinstance(result, tuple) or len(result) != 2:
                 raise ValueError(f"batch_transform must return (clips, labels), got {type(result).__name__}")
-            new_clips, labels = result
+            new_clips, encoded = result
             if np.shape(new_clips) != clips.shape:
                 raise ValueError(f"batch_transform changed the clips' shape {clips.shape} to {np.shape(new_clips)}")
             clips = np.asarray(new_clips).astype(clips.dtype, casting="same_kind", copy=False)
-        return (clips, labels, samples) if self.return_index else (clips, labels)
+        return (clips, encoded, samples) if self.return_index else (clips, encoded)
+
+    def _encoded(self, labels: np.ndarray, count: int) -> np.ndarray:
+        """One head's labels in the form asked: ints as they are, or one-hot over its ``count`` classes, smoothed."""
+        if self.labels != "one_hot":
+            return np.ascontiguousarray(labels)
+        smooth = self.label_smoothing
+        encoded = np.full((len(labels), count), smooth / count, dtype=np.float32)
+        encoded[np.arange(len(labels)), labels] += 1 - smooth
+        return encoded
 
 
 def _write(out: np.ndarray, result: Any) -> None:

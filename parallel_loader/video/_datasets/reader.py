@@ -42,7 +42,7 @@ class Video:
     """One sample, as a read needs it: its file, label, segment times (``None`` for an end) and where it was listed."""
 
     path: str
-    label: int
+    label: int | tuple[int, ...]
     start: float | None
     end: float | None
     origin: str

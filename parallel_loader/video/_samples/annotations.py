@@ -38,6 +38,7 @@ from .parsing import (
     some_names,
     whole_seconds,
 )
+from .row_labels import row_labels
 from .sample_list import SampleList, SampleListBuilder, VideoSample, common_folder
 
 __all__ = [
@@ -60,7 +61,7 @@ _KINETICS_COLUMNS = ("label", "youtube_id", "time_start", "time_end")
 
 def sample_list(
     rows: Sequence[Sequence[object]],
-    classes: Sequence[str] | None = None,
+    classes: Sequence[str] | Sequence[Sequence[str]] | None = None,
     root: str | os.PathLike[str] | None = None,
     *,
     exclude: Exclude = None,
@@ -73,16 +74,20 @@ def sample_list(
     A segment's ``start`` or ``end`` may be ``None`` for the start or end of the
     video. See :doc:`/video/datasets`.
 
+    A label may be a tuple, one label a head: ``(path, (verb, noun))``. Then
+    every row's is, of one length, and ``classes`` gives one list of names a
+    head. Each head follows the rules above on its own.
+
     Args:
         rows: the samples.
-        classes: class names in label order; pass the training set's for a validation set.
+        classes: class names in label order, or one list of them a head; pass the training set's for a validation set.
         root: a folder that relative paths are relative to.
         exclude: files to leave out (see ``excluding``).
 
     Raises:
         AnnotationError: a row is malformed, names a class not in ``classes``, or
             has a segment that ends before it starts; the error says which row.
-        ValueError: ``rows`` is empty.
+        ValueError: ``rows`` is empty, or ``classes`` does not give one list of names a head.
     """
     if len(rows) == 0:
         raise ValueError("the sample list is empty")
@@ -100,22 +105,11 @@ def sample_list(
         start, end = (row[2], row[3]) if len(row) == 4 else (None, None)
         parsed.append((path, *check_segment(origin, start, end)))
         labels.append(row[1])
-    if all(isinstance(label, str) for label in labels):
-        names = sorted(set(labels)) if classes is None else list(classes)
-        index = {name: k for k, name in enumerate(names)}
-        lookup = {label: index.get(label) for label in labels}
-    elif all(isinstance(label, int | np.integer) and not isinstance(label, bool) for label in labels):
-        names = [str(k) for k in range(max(labels) + 1)] if classes is None else list(classes)
-        lookup = {label: int(label) if 0 <= label < len(names) else None for label in labels}
-    else:
-        raise AnnotationError("the sample list", "labels must be all ints (class indices) or all strings (class names)")
-    for i, label in enumerate(labels):
-        if lookup[label] is None:
-            raise AnnotationError(f"sample {i}", f"unknown class {label!r}: the classes are {some_names(names)}")
+    names, numbers = row_labels(labels, classes)
     prefix = common_folder([path for path, _, _ in parsed])
     builder = SampleListBuilder(prefix)
     for i, (path, start, end) in enumerate(parsed):
-        builder.add(path[len(prefix) :], lookup[labels[i]], start, end, origin=("sample {}", i))
+        builder.add(path[len(prefix) :], numbers[i], start, end, origin=("sample {}", i))
     return excluding(builder.build(names), exclude)
 
 

@@ -3,15 +3,13 @@
 ``epic_kitchens_samples`` reads a CSV such as ``EPIC_100_train.csv``. Each row
 is a segment ``[start_timestamp, stop_timestamp)`` of the long video
 ``<participant_id>/videos/<video_id>.MP4``, or ``<video_id>.mp4``, under the
-root. Its label comes from one class column, or combines several (a verb and a
-noun). No video is opened. See :doc:`/video/datasets`.
+root. Its label comes from one class column, or one from each of several (a
+verb and a noun, a label a head). No video is opened. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
 
 import csv
-import itertools
-import math
 import os
 import re
 from collections.abc import Sequence
@@ -45,10 +43,9 @@ def epic_kitchens_samples(
     ``stop_timestamp`` and the ``labels`` columns; others are ignored. Times
     are ``HH:MM:SS.ff``. A class column holds class numbers from 0.
 
-    One label column gives each sample its number as label. Several combine
-    into one label, the first most significant: with verbs and nouns,
-    ``label = verb * len(noun_classes) + noun``. ``np.divmod(labels, len(noun_classes))``
-    splits it again. The combined classes are named ``"verb,noun"``.
+    One label column gives each sample its number as label. Several give a
+    tuple of labels a sample, one a head in the columns' order: ``(verb, noun)``
+    by default. ``classes`` is then one tuple of names a head (``SampleList.heads``).
 
     A row's file is ``root/<participant_id>/videos/<video_id>.MP4``, else
     ``root/<video_id>.mp4``, with any of ``VIDEO_EXTENSIONS``. Each folder is
@@ -59,7 +56,7 @@ def epic_kitchens_samples(
     Args:
         csv_file: the CSV.
         root: the folder holding the videos, or a URL.
-        labels: the class column, or columns, giving the label.
+        labels: the class column giving the label, or columns giving one label a head.
         classes: each label column's class names in number order: a list, or
             one list per column. Pass the training set's to a validation set.
             Default: the numbers, up to the largest in the CSV.
@@ -80,7 +77,6 @@ def epic_kitchens_samples(
     if not rows:
         raise ValueError(f"{csv_file} lists no segment")
     names = _class_names(classes, columns, rows, csv_file)
-    radix = [math.prod(len(n) for n in names[k + 1 :]) for k in range(len(names))]
     root = root_path(root)
     finder = None if is_url(root) else VideoFinder(root, VIDEO_EXTENSIONS)
     samples: list[VideoSample] = []
@@ -91,11 +87,10 @@ def epic_kitchens_samples(
         if found is None:
             missing.append((line, layouts[0]))
             continue
-        label = sum(n * r for n, r in zip(numbers, radix, strict=True))
+        label = numbers if len(numbers) > 1 else numbers[0]
         samples.append(VideoSample(str(root / found), label, start, end, f"{csv_file}, line {line}"))
     report_missing(str(csv_file), missing, len(rows), len(samples), root)
-    combined = names[0] if len(names) == 1 else [",".join(pair) for pair in itertools.product(*names)]
-    return excluding(SampleList(combined, samples), exclude)
+    return excluding(SampleList(names if len(names) > 1 else names[0], samples), exclude)
 
 
 def _rows(csv_file: Path, columns: tuple[str, ...]) -> list[tuple[int, str, str, float, float, tuple[int, ...]]]:

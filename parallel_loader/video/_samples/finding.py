@@ -5,7 +5,8 @@ A data set downloaded by scripts comes with several extensions (``.mp4``,
 the name a row gives and returns the file that is there, by its stem. Each
 folder is listed once: ``os.scandir`` locally, one listing request at a URL.
 ``missing_summary`` says in one line which rows had no file, and
-``report_missing`` logs that line, or raises it when no row had a file. See :doc:`/video/datasets`.
+``report_missing`` logs that line, or raises it when no row had a file.
+``missing_files`` names the listed paths that are not there. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from .._base.keys import is_url
 from .._bytes.listing import RemotePath
 
-__all__ = ["VideoFinder", "folder_files", "missing_summary", "report_missing"]
+__all__ = ["VideoFinder", "folder_files", "missing_files", "missing_summary", "report_missing"]
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +111,27 @@ def report_missing(
     if not found:
         raise ValueError(summary)
     log.warning("%s", summary)
+
+
+def missing_files(paths: Iterable[str]) -> list[int]:
+    """Return the positions of the paths that name nothing, found by listing each folder once (no file is opened).
+
+    A folder that cannot be listed (missing, not a folder, no permission) makes
+    every path in it missing. A broken link counts as there (its read fails).
+    A URL is left to its first read: asking the store would cost a request per video.
+    """
+    listings: dict[str, frozenset[str] | None] = {}
+    missing = []
+    for i, path in enumerate(paths):
+        if is_url(path):
+            continue
+        folder, _, name = path.rpartition(os.sep)
+        names = listings.get(folder, False)
+        if names is False:
+            try:
+                names = listings[folder] = frozenset(os.listdir(folder or "."))
+            except OSError:
+                names = listings[folder] = None
+        if names is None or name not in names:
+            missing.append(i)
+    return missing

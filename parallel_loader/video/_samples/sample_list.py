@@ -5,8 +5,7 @@ sample is a ``VideoSample``: a file, a label, an optional segment and where it
 was listed. The samples are kept in columns of arrays, not as objects: about 60
 bytes a sample for Kinetics-style names. A large list pickles as a reference
 to one shared file (``ColumnFile``), which each process maps, not as a copy.
-Nothing here opens a video file; ``missing_files`` lists each folder once to
-name the files that are not there. See :doc:`/video/datasets`.
+Nothing here opens a video file. See :doc:`/video/datasets`.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from typing import overload
 
 import numpy as np
 
-from .._base.keys import is_url
 from .shared_columns import ColumnFile, ColumnReference, ColumnRows, map_columns
 
-__all__ = ["SampleList", "SampleListBuilder", "VideoSample", "column_list", "common_folder", "missing_files"]
+__all__ = ["SampleList", "SampleListBuilder", "VideoSample", "column_list", "common_folder"]
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +61,8 @@ class SampleListBuilder:
         self.prefix = prefix
         self._names = bytearray()
         self._offsets = array("q", [0])
-        self._labels = array("i")
+        self._labels = array("i")  # one int a sample, or ``heads`` ints a sample end to end
+        self._heads = 0  # the labels' tuple length; 0 for int labels
         self._starts = array("d")
         self._ends = array("d")
         self._segments = False
@@ -71,11 +70,25 @@ class SampleListBuilder:
         self._kinds = array("i")
         self._numbers = array("i")
 
-    def add(self, rest: str, label: int, start: float | None = None, end: float | None = None, origin=("", 0)) -> None:
-        """Add the sample ``prefix + rest``; ``origin`` is ``(template, number)``: ``template.format(number)``."""
+    def add(
+        self,
+        rest: str,
+        label: int | tuple[int, ...],
+        start: float | None = None,
+        end: float | None = None,
+        origin=("", 0),
+    ) -> None:
+        """Add the sample ``prefix + rest``; ``origin`` is ``(template, number)``: ``template.format(number)``.
+
+        ``label`` is an int, or a tuple of ints (one a head); every sample's has one form, or ValueError is raised.
+        """
+        heads = len(label) if isinstance(label, tuple) else 0  # 0: an int label, not a tuple of one
+        if heads != self._heads and len(self):
+            raise ValueError(f"samples need labels of one form: sample {len(self)}'s {label!r} is not the first's")
+        self._heads = heads
+        self._labels.extend(label if heads else (label,))
         self._names += rest.encode("utf-8", "surrogateescape")
         self._offsets.append(len(self._names))
-        self._labels.append(label)
         if start is not None or end is not None:
             self._segments = True
         self._starts.append(np.nan if start is None else start)
@@ -88,15 +101,23 @@ class SampleListBuilder:
         self._numbers.append(number)
 
     def __len__(self) -> int:
-        return len(self._labels)
+        return len(self._offsets) - 1
 
-    def build(self, classes: Sequence[str], labels: np.ndarray | None = None) -> SampleList:
-        """The ``SampleList`` of the samples added, with ``classes``; ``labels`` replaces the labels added."""
+    def build(self, classes: Sequence[str] | Sequence[Sequence[str]], labels: np.ndarray | None = None) -> SampleList:
+        """The ``SampleList`` of the samples added, with ``classes`` (a sequence a head with tuple labels).
+
+        ``labels``, given, replaces the labels added.
+        """
+        if labels is None:
+            labels = np.frombuffer(self._labels, dtype=np.int32).copy()
+            if self._heads:
+                labels = labels.reshape(len(self), self._heads)
+                classes = tuple(tuple(head) for head in classes)
         columns = _Columns(
             prefix=self.prefix,
             names=bytes(self._names),
             offsets=np.frombuffer(self._offsets, dtype=np.int64).copy(),
-            labels=np.frombuffer(self._labels, dtype=np.int32).copy() if labels is None else labels.astype(np.int32),
+            labels=labels.astype(np.int32, copy=False),
             starts=np.frombuffer(self._starts, dtype=np.float64).copy() if self._segments else None,
             ends=np.frombuffer(self._ends, dtype=np.float64).copy() if self._segments else None,
             templates=tuple(self._templates),
@@ -225,9 +246,10 @@ class SampleList(Sequence[VideoSample]):
     ``SampleList(classes, samples)`` takes the samples as ``VideoSample`` objects;
     the readers (``kinetics_samples`` and the others) build the columns directly.
 
-    A list made by ``table_samples`` from several label columns has several
-    labels a sample (``heads``). Its ``classes`` then holds one tuple of names a
-    head, and each sample's ``label`` a tuple of ints.
+    A list may have several labels a sample (``heads``): a verb and a noun, say.
+    Its ``classes`` then holds one tuple of names a head, and each sample's
+    ``label`` a tuple of ints. ``table_samples`` with several label columns,
+    ``sample_list`` with tuple labels and ``epic_kitchens_samples`` make such lists.
 
     Attributes:
         classes: the class names; a sample's ``label`` indexes this.
@@ -236,7 +258,7 @@ class SampleList(Sequence[VideoSample]):
     classes: tuple[str, ...] | tuple[tuple[str, ...], ...]
     _columns: _Columns
 
-    def __init__(self, classes: Sequence[str], samples: Iterable[VideoSample]) -> None:
+    def __init__(self, classes: Sequence[str] | Sequence[Sequence[str]], samples: Iterable[VideoSample]) -> None:
         samples = list(samples)
         prefix = common_folder([s.path for s in samples])
         builder = SampleListBuilder(prefix)
@@ -364,7 +386,9 @@ class SampleList(Sequence[VideoSample]):
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"<SampleList of {len(self)} samples, {len(self.classes)} classes>"
+        several = self._columns.labels.ndim == 2  # then "2+3 classes": a verb of 2, a noun of 3
+        counts = "+".join(str(len(head)) for head in self.classes) if several else len(self.classes)
+        return f"<SampleList of {len(self)} samples, {counts} classes>"
 
 
 def column_list(
@@ -424,27 +448,3 @@ def _split_origin(origin: str) -> tuple[str, int]:
     if 0 < digits <= 9 and (digits == 1 or escaped[-digits] != "0"):
         return escaped[:-digits] + "{}", int(escaped[-digits:])
     return escaped, 0
-
-
-def missing_files(paths: Iterable[str]) -> list[int]:
-    """Return the positions of the paths that name nothing, found by listing each folder once (no file is opened).
-
-    A folder that cannot be listed (missing, not a folder, no permission) makes
-    every path in it missing. A broken link counts as there (its read fails).
-    A URL is left to its first read: asking the store would cost a request per video.
-    """
-    listings: dict[str, frozenset[str] | None] = {}
-    missing = []
-    for i, path in enumerate(paths):
-        if is_url(path):
-            continue
-        folder, _, name = path.rpartition(os.sep)
-        names = listings.get(folder, False)
-        if names is False:
-            try:
-                names = listings[folder] = frozenset(os.listdir(folder or "."))
-            except OSError:
-                names = listings[folder] = None
-        if names is None or name not in names:
-            missing.append(i)
-    return missing
