@@ -50,7 +50,8 @@ from typing import Any
 import psutil
 
 from parallel_loader import DataLoader
-from parallel_loader._loader.placement import auto_placement, training_placement, usable_cores
+from parallel_loader._loader.autotune import available_cores
+from parallel_loader._loader.placement import auto_placement, training_placement
 from parallel_loader.video import IndexCache, VideoDataset
 
 from ._common import (
@@ -163,7 +164,7 @@ class Workload:
         self.rows = [(str(p), k % _CLASSES) for k, p in enumerate(paths)]
         self.args = args
         self.store = store
-        with DataLoader(self.dataset(), num_threads=usable_cores()) as loader:
+        with DataLoader(self.dataset(), num_threads=available_cores()) as loader:
             self.batches = list(loader)  # the untimed epoch that fills the store
 
     def dataset(self) -> VideoDataset:
@@ -530,7 +531,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="the tax part's trainers")  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians reported")
     parser.add_argument("--threads", type=parse_ints, default=[1, 2], help="decode threads N per place, e.g. 1,2")
-    parser.add_argument("--processes", type=int, default=usable_cores(), help="P of the 'P processes of N' rows")
+    parser.add_argument("--processes", type=int, default=available_cores(), help="P of the 'P processes of N' rows")
     parser.add_argument("--videos", type=int, default=100, help="UCF101-like videos (video_cold's set)")
     parser.add_argument("--batches", type=int, default=50, help="batches timed per tax and hop run")
     parser.add_argument("--sweep-batches", type=int, default=50, help="batches timed per sweep run")
@@ -540,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--hop-wait-ms", type=float, default=40.0, help="the wait of the hop part's step")
     parser.add_argument("--keras-threads", type=int, default=1, help="decode threads per place in the Keras runs")
     parser.add_argument("--keras-epochs", type=int, default=2, help="epochs timed per Keras run, after one")
-    parser.add_argument("--sweep-cores", type=int, default=usable_cores(), help="the sweep's most threads in all")
+    parser.add_argument("--sweep-cores", type=int, default=available_cores(), help="the sweep's most threads in all")
     parser.add_argument("--first-import", default="tensorflow", help="what the start part's script imports first")
     parser.add_argument("--before", help="also time the start part against the package in this folder")
     parser.add_argument("--batch-size", type=int, default=4)
