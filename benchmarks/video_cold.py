@@ -85,8 +85,9 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
         read, reference = _reader(job, readers)
         _warm_up(job, args, read)
         results: dict[str, Any] = {}
-        sampler = GilSampler(job["gil"]) if job.get("gil") else None
         for name, clips in (("first", job["first"]), ("second", job["second"])):
+            # One sampler a pass: py-spy names a thread by its id, which the second pass's threads may reuse.
+            sampler = GilSampler(job["gil"]) if job.get("gil") else None
             cpu = _cpu_seconds()
             started = time.perf_counter()
             with ThreadPoolExecutor(job["threads"], thread_name_prefix=f"video-cold-{name}") as pool:
@@ -97,11 +98,12 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
             results[f"{name}_cores"] = (_cpu_seconds() - cpu) / wall
             if name == "first":
                 kept = frames
-        if sampler is not None:
-            held, behind = sampler.stop()
-            for name in ("first", "second"):
-                results[f"{name}_gil_ms"] = held_by(held, f"video-cold-{name}") / len(job[name]) * 1000
-            results["gil_behind"] = behind
+            if sampler is not None:
+                held, behind = sampler.stop()
+                # A thread keeps the GIL while it waits for a core: count only the share of time on one.
+                running = min(1.0, results[f"{name}_cores"] / job["threads"])
+                results[f"{name}_gil_ms"] = held_by(held, "video-cold-") * running / len(clips) * 1000
+                results["gil_behind"] = results.get("gil_behind", 0) + behind
         if job.get("paired_limit") and job["reader"] == "parallel_loader":
             results |= _paired_limit(job, readers)
         if job["exact"]:
@@ -250,7 +252,10 @@ def run_set(args: argparse.Namespace, name: str, paths: list[str], description: 
 
 def _gil_table(results: dict[str, Any], threads: Sequence[int], rate: int) -> str:
     """The GIL a reader's threads held per clip, and its share of the process's CPU per clip (medians over rounds)."""
-    title = f"\nGIL held by the reader threads, ms per clip (py-spy --gil at {rate} Hz; share of the CPU per clip)"
+    title = (
+        f"\nGIL held by the reader threads, ms per clip (py-spy --gil at {rate} Hz, times the share of the time "
+        "they ran; in brackets, of the CPU per clip)"
+    )
     headers = ["reader", *(f"{p} {n}t" for p in ("first touch", "second pass") for n in threads), "py-spy behind"]
     rows = []
     for reader, r in results.items():
