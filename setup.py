@@ -59,6 +59,7 @@ setup(
         # The peer readers the video benchmarks compare with: decord2 (benchmarks.video_decode,
         # benchmarks.video_cold) and SPDL (benchmarks.video_cold: its time-window route for a clip);
         # imageio-ffmpeg: an ffmpeg command for benchmarks.reference_frames where none is on the path.
-        "bench": ["decord2>=3.4", "spdl>=0.8", "imageio-ffmpeg>=0.5"],
+        # py-spy samples the GIL a reader thread holds (benchmarks.video_cold --gil).
+        "bench": ["decord2>=3.4", "spdl>=0.8", "imageio-ffmpeg>=0.5", "py-spy>=0.3"],
     },
 )

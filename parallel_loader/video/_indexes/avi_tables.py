@@ -24,7 +24,8 @@ __all__ = ["stream_packets"]
 
 _KEYFRAME = 0x10  # AVIIF_KEYFRAME in an idx1 entry's flags
 _MAX_CHUNK = 1 << 28  # a header list or index larger than this is refused rather than read
-_IDX1 = np.dtype([("id", "S4"), ("flags", "<u4"), ("offset", "<u4"), ("size", "<u4")])
+# An idx1 entry; its chunk id read as a little-endian number, so a stream's ids compare as whole numbers.
+_IDX1 = np.dtype([("id", "<u4"), ("flags", "<u4"), ("offset", "<u4"), ("size", "<u4")])
 
 
 def stream_packets(file: BinaryIO, file_size: int, stream: int) -> TrackPackets | str:
@@ -89,9 +90,8 @@ def _idx1(data: bytes, movi: int, stream: int) -> TrackPackets | str:
     """The stream's entries of ``idx1``; offsets from the ``movi`` list's type, or from the file's start."""
     entries = np.frombuffer(data, dtype=_IDX1, count=len(data) // _IDX1.itemsize)
     ids = entries["id"]
-    ours = np.char.startswith(ids, f"{stream:02d}".encode()) & (
-        np.char.endswith(ids, b"dc") | np.char.endswith(ids, b"db")
-    )
+    number = f"{stream:02d}".encode()  # a chunk id is 4 bytes: 2 digits, then its kind
+    ours = (ids == _fourcc(number + b"dc")) | (ids == _fourcc(number + b"db")) if len(number) == 2 else ids < 0
     entries = entries[ours]
     if not len(entries):
         return "no index entry of the stream"
@@ -105,9 +105,14 @@ def _packets(pos: np.ndarray, size: np.ndarray, key: np.ndarray) -> TrackPackets
     """The packets of the index's chunks, each chunk a frame's time (see the module docstring)."""
     dts = np.arange(len(pos), dtype=np.int64)
     kept = size > 0
-    return TrackPackets(
-        pos[kept], size[kept], dts[kept], np.zeros(int(kept.sum()), dtype=np.int64), key[kept], header=8
-    )
+    if not kept.all():  # most files drop no frame: no copies then
+        pos, size, dts, key = pos[kept], size[kept], dts[kept], key[kept]
+    return TrackPackets(pos, size, dts, np.zeros(len(pos), dtype=np.int64), key, header=8)
+
+
+def _fourcc(code: bytes) -> int:
+    """A 4-byte chunk id as ``_IDX1`` reads it."""
+    return int.from_bytes(code, "little")
 
 
 def _bounded(size: int) -> int:

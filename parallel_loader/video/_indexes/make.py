@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import BinaryIO
 
 import av
 from av.container import InputContainer
@@ -20,6 +21,7 @@ from .packet_table import PacketTable, table_of_arrays
 from .packets import from_packets
 from .scan import scan
 from .tables import Refused, from_tables
+from .track_packets import read_at
 
 __all__ = ["make_index"]
 
@@ -42,30 +44,30 @@ def make_index(
     the stream ``key.stream`` names (None: the best video stream, see ``_media.streams``).
     An index from the tables comes with the stream's packet table; otherwise the table is None.
     """
-    quick = _from_header_only(path, key) if _worth_a_header_only_open(path) else None
-    if isinstance(quick, tuple):
-        return quick
-    if isinstance(quick, Refused):  # the tables cannot tell: the packets, in a container opened as usual
-        found = _indexed(path, key, on_index, tables=False)
-    else:
-        found = _indexed(path, key, on_index, tables=True)
-        if found is None:  # the tables' check read a packet, then they could not tell: demux from the start
-            found = _indexed(path, key, on_index, tables=False)
+    with open_bytes(path) as file:  # the tables' bytes, read beside FFmpeg's own reads
+        quick = _from_header_only(path, key, file) if _worth_a_header_only_open(file) else None
+        if isinstance(quick, tuple):
+            return quick
+        if isinstance(quick, Refused):  # the tables cannot tell: the packets, in a container opened as usual
+            found = _indexed(path, key, on_index, None)
+        else:
+            found = _indexed(path, key, on_index, file)
+            if found is None:  # the tables' check read a packet, then they could not tell: demux from the start
+                found = _indexed(path, key, on_index, None)
     if not isinstance(found, str):
         return found
     log.debug("video %s is indexed by decoding: %s", key.name, found)
     return scan(path, on_frame, key.stream), None
 
 
-def _worth_a_header_only_open(path: str | os.PathLike[str] | Fetched) -> bool:
+def _worth_a_header_only_open(file: BinaryIO) -> bool:
     """Whether the file starts as an MP4/MOV or a Matroska file does (where H.264, VP8, VP9 and AV1 are common)."""
-    with open_bytes(path) as file:
-        head = file.read(8)
+    head = read_at(file, 0, 8)
     return head[4:8] in MOV_BOXES or head[:4] == EBML_MAGIC
 
 
 def _from_header_only(
-    path: str | os.PathLike[str] | Fetched, key: SourceKey
+    path: str | os.PathLike[str] | Fetched, key: SourceKey, file: BinaryIO
 ) -> tuple[VideoIndex, PacketTable] | Refused | None:
     """The index and table from the tables, in a container opened from its header alone (see ``open_container``).
 
@@ -80,15 +82,14 @@ def _from_header_only(
             return None
         if len(container.streams.video) > 1:
             return None
-        return _from_tables(container, stream, path, key)
+        return _from_tables(container, stream, file, key)
 
 
 def _from_tables(
-    container: InputContainer, stream: VideoStream, path: str | os.PathLike[str] | Fetched, key: SourceKey
+    container: InputContainer, stream: VideoStream, file: BinaryIO, key: SourceKey
 ) -> tuple[VideoIndex, PacketTable] | Refused:
     """The index and packet table from the container's tables (see ``tables``), or why they cannot tell."""
-    with open_bytes(path) as file:
-        made = from_tables(container, stream, file, key.size)
+    made = from_tables(container, stream, file, key.size)
     if isinstance(made, Refused):
         log.debug("video %s: its tables cannot tell (%s)", key.name, made.reason)
         return made
@@ -99,11 +100,11 @@ def _indexed(
     path: str | os.PathLike[str] | Fetched,
     key: SourceKey,
     on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None,
-    tables: bool,
+    tables: BinaryIO | None,
 ) -> tuple[VideoIndex, PacketTable | None] | str | None:
-    """The index and table from the tables (with ``tables``) or the packets; why not; or None to try the packets."""
+    """The index and table from the tables (read from ``tables``) or the packets; why not; None: try the packets."""
     with open_video(path, key.stream) as (container, stream):
-        made = _from_tables(container, stream, path, key) if tables else None
+        made = _from_tables(container, stream, tables, key) if tables is not None else None
         if isinstance(made, Refused) and made.demuxed:
             return None
         index: VideoIndex | str

@@ -19,6 +19,7 @@ from demuxed packets is. See :doc:`/video/first_touch`.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ __all__ = ["Refused", "TableIndex", "from_tables"]
 
 _ANCHORS = 8  # packets of FFmpeg's index compared with the tables, spread over the file
 _FIRST = 3  # packets demuxed to anchor the tables' times to FFmpeg's timestamps
+_CHECK_BYTES = 4 << 20  # a codec's check reads the packets' bytes about this many at a time: memory stays bounded
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,17 +116,14 @@ def _shown(codec: str, file: BinaryIO, packets: TrackPackets) -> np.ndarray | st
     and AV1 their frame headers (``shown_frames``), whose keyframes must be the container's.
     """
     check = array_check(codec)
-    shows = codec in SHOWN_FRAME_CODECS
-    if check is None and not shows:
+    if check is not None:  # in runs of packets: the memory it takes is bounded
+        problem = _checked_in_chunks(check, file, packets.pos, packets.size)
+        if problem:
+            return problem
+    if codec not in SHOWN_FRAME_CODECS:
         return np.ones(len(packets.pos), dtype=bool)
     begin = int(packets.pos.min())
     data = np.frombuffer(read_at(file, begin, int((packets.pos + packets.size).max()) - begin), dtype=np.uint8)
-    if check is not None:
-        problem = check(data, packets.pos - begin, packets.size)
-        if problem:
-            return problem
-    if not shows:
-        return np.ones(len(packets.pos), dtype=bool)
     frames = shown_frames(codec, data, packets.pos - begin, packets.size)
     if isinstance(frames, str):
         return frames
@@ -178,16 +177,21 @@ def _against_ffmpegs_index(stream: VideoStream, packets: TrackPackets) -> str:
     if not count:
         return "no packet"
     shift = entries[0].timestamp - int(dts[0])
-    picks = set(np.linspace(0, count - 1, _ANCHORS).astype(int).tolist())
+    picks = _spread(count)
     keyframes = np.flatnonzero(key)
     if len(keyframes):
-        picks |= set(keyframes[np.linspace(0, len(keyframes) - 1, _ANCHORS).astype(int)].tolist())
+        picks |= set(keyframes[sorted(_spread(len(keyframes)))].tolist())
     for i in sorted(picks):
         entry = entries[i]
         ours = (int(pos[i]), int(size[i]), int(dts[i]) + shift, bool(key[i]), False)
         if (entry.pos, entry.size, entry.timestamp, bool(entry.is_keyframe), bool(entry.is_discard)) != ours:
             return f"FFmpeg's index differs from the tables at packet {i}"
     return ""
+
+
+def _spread(count: int) -> set[int]:
+    """``_ANCHORS`` places spread evenly over ``range(count)``, the first and last among them."""
+    return {k * (count - 1) // (_ANCHORS - 1) for k in range(_ANCHORS)}
 
 
 def _against_keyframes_seen(entries: Sequence[Any], packets: TrackPackets) -> str:
@@ -204,6 +208,29 @@ def _against_keyframes_seen(entries: Sequence[Any], packets: TrackPackets) -> st
         entry = entries[i]
         if not entry.is_keyframe or not ((times == entry.timestamp) & (clusters == entry.pos)).any():
             return f"FFmpeg's index differs from the tables at keyframe {i}"
+    return ""
+
+
+def _checked_in_chunks(
+    check: Callable[[np.ndarray, np.ndarray, np.ndarray], str], file: BinaryIO, pos: np.ndarray, size: np.ndarray
+) -> str:
+    """``check`` (see ``packets.array_check``) over every packet, in runs of packets about ``_CHECK_BYTES`` long.
+
+    Each packet is checked on its own bytes, so runs give what one read of all of them gives.
+    A run holds the packets that start in one ``_CHECK_BYTES`` window of the file, each whole.
+    """
+    order = np.argsort(pos, kind="stable")  # already sorted in files written in decoding order
+    pos, size = pos[order], size[order]
+    window = (pos - pos[0]) // _CHECK_BYTES
+    bounds = [0, *(np.flatnonzero(np.diff(window)) + 1).tolist(), len(pos)]
+    for first, stop in itertools.pairwise(bounds):
+        begin, end = int(pos[first]), int((pos[first:stop] + size[first:stop]).max())
+        data = np.frombuffer(read_at(file, begin, end - begin), dtype=np.uint8)
+        if len(data) != end - begin:
+            return "the file ends inside a packet"
+        problem = check(data, pos[first:stop] - begin, size[first:stop])
+        if problem:
+            return problem
     return ""
 
 
