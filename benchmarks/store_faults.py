@@ -53,7 +53,8 @@ def campaign(directory: str | os.PathLike[str], writers: int, records: int, kill
     processes, pipes = [], {}
     for w in range(writers):
         receive, send = fork.Pipe(duplex=False)
-        process = fork.Process(target=_write, args=(os.fspath(directory), w, writers, records, rng.random(), send))
+        args = (os.fspath(directory), w, writers, records, rng.random(), send, w in victims)
+        process = fork.Process(target=_write, args=args)
         process.start()
         send.close()
         processes.append(process)
@@ -81,7 +82,9 @@ def campaign(directory: str | os.PathLike[str], writers: int, records: int, kill
     return {"finished": sum(done), **_check(directory, writers, records, done), **_count(codes)}
 
 
-def _write(directory: str, writer: int, writers: int, records: int, seed: float, pipe: Connection) -> None:
+def _write(
+    directory: str, writer: int, writers: int, records: int, seed: float, pipe: Connection, victim: bool
+) -> None:
     rng = random.Random(seed)
     store = IndexStore(directory)
     written = 0
@@ -93,6 +96,8 @@ def _write(directory: str, writer: int, writers: int, records: int, seed: float,
         written += n
         pipe.send_bytes(str(written).encode())
     store.close()
+    while victim:  # a victim that wrote all it had before the kill landed still dies of it, as counted
+        signal.pause()
 
 
 def _check(directory: str | os.PathLike[str], writers: int, records: int, done: list[int]) -> dict[str, int]:

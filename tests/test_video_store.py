@@ -203,7 +203,7 @@ def test_writers_killed_while_writing_lose_only_what_they_had_not_finished(tmp_p
     """8 processes write 2,000 records each to one store; 3 are SIGKILLed at random moments (see the benchmark)."""
     result = campaign(tmp_path / "store", writers=8, records=2_000, killed=3, seed=1)
     assert result["killed"] == 3 and result["failed"] == 0
-    assert 5 * 2_000 <= result["finished"] < 8 * 2_000  # the 5 left finished; the 3 killed had not
+    assert 5 * 2_000 <= result["finished"] <= 8 * 2_000  # the 5 left finished; a killed one may have too
     assert result["lost"] == 0 and result["wrong"] == 0
 
 
