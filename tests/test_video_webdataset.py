@@ -27,7 +27,9 @@ from parallel_loader.video import (
     webdataset_samples,
 )
 from parallel_loader.video._bytes import tar_members
+from parallel_loader.video._bytes.source import source_key
 from parallel_loader.video._bytes.tar_members import member_table, member_url
+from parallel_loader.video._commands.index import main as index_main
 from parallel_loader.video._samples.webdataset import expand_braces
 
 from .video_files import VIDEO_OFFSET, VIDEO_STEP, write_encoded_video
@@ -285,10 +287,8 @@ def test_what_cannot_be_read_in_place_fails_clearly(shards, tmp_path):
         read_clip(member_url(str(folder / "train-00000.tar"), "nope.mp4"), 0, 1)
     with pytest.raises(FileNotFoundError, match="no such video file"):
         read_clip(member_url(str(tmp_path / "none.tar"), "000001.mp4"), 0, 1)
-    with pytest.raises(TypeError, match="members of remote shards cannot be read yet"):
-        read_clip("tar://000001.mp4::s3://bucket/train-00000.tar", 0, 1)
-    with pytest.raises(TypeError, match="remote shards cannot be read yet"):
-        webdataset_samples("s3://bucket/train-{00000..00003}.tar")
+    with pytest.raises(ValueError, match="not a glob"):
+        webdataset_samples("s3://bucket/train-*.tar")
     with pytest.raises(FileNotFoundError, match="no such shard"):
         webdataset_samples(str(tmp_path / "train-00000.tar"))
     with pytest.raises(ValueError, match="no shard matches"):
@@ -304,3 +304,22 @@ def test_what_cannot_be_read_in_place_fails_clearly(shards, tmp_path):
         webdataset_samples(str(packed))
     with pytest.raises(ValueError, match="not a member of a shard"):
         webdataset_fields(str(folder / "train-00000.tar"), ["txt"])
+
+
+def test_the_index_command_writes_a_dali_index_beside_a_shard_and_indexes_its_videos(shards, tmp_path, capsys):
+    folder, _ = shards
+    shard = tmp_path / "copy-00000.tar"
+    shard.write_bytes((folder / "train-00001.tar").read_bytes())
+    from_headers = member_table(shard).members
+    tar_members.forget_tables()
+    assert index_main([str(tmp_path / "copy-{00000..00000}.tar"), "--cache", str(tmp_path / "store"), "--quiet"]) == 0
+    assert "10 made" in capsys.readouterr().out  # 5 samples: an MP4 and an AVI each
+    lines = (tmp_path / "copy-00000.idx").read_text().splitlines()
+    assert lines[0] == f"v1.2 {PER_SHARD}"
+    assert all(len(line.split()) == 4 * 5 for line in lines[1:])  # mp4, avi, cls, txt, json
+    tar_members.forget_tables()
+    table = member_table(shard)
+    assert table.source == "DALI index" and table.members == from_headers
+    cache = IndexCache(tmp_path / "store")
+    for sample in webdataset_samples(str(shard), "avi"):
+        assert cache.lookup(source_key(sample.path)) is not None
