@@ -18,13 +18,14 @@ import numpy as np
 from ..._core.checks import check_int
 from ..._data.yield_function import YieldFunction
 from ..._faults.quarantine import Quarantine
+from .._bytes.tar_members import container_path
 from .._indexes.cache import IndexCache, default_index_cache
 from .._samples.augment import Augment, augment_of
 from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
 from .checks import check_arguments, sample_list_of, usable
-from .draws import EpochDraws, Weights, check_weights
+from .draws import EpochDraws, Weights, check_order, check_weights
 from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
@@ -90,12 +91,18 @@ class VideoDataset(YieldFunction):
             an epoch. ``"balanced"`` weighs a sample by 1 / its class's count;
             or give one number per sample. Draws are with replacement.
         samples_per_epoch: the samples an epoch draws in training; default: as many as listed.
+        order: how training orders each epoch's samples. ``"global"`` shuffles
+            them all. ``"shards"`` shuffles the shards, reads each one's samples in
+            turn, and shuffles every ``shard_window`` positions among themselves.
+            A shard is a tar shard (``webdataset_samples``); a loose file is one of its own.
+        shard_window: positions shuffled together with ``order="shards"``.
 
     Raises:
         TypeError: an argument has the wrong type.
         ValueError: an argument is out of range, or no sample is left (all missing or excluded).
             Or ``weights`` are not one finite number of at least 0 per sample, or
-            all are 0. Or only samples left out weigh more than 0.
+            all are 0. Or only samples left out weigh more than 0. Or ``order``
+            is neither ``"global"`` nor ``"shards"``, or is ``"shards"`` with weights.
         AnnotationError: a row is malformed or names an unknown class.
         FileNotFoundError: with ``on_error="raise"``, listed files are missing; or
             ``exclude`` names a file that does not exist.
@@ -139,6 +146,8 @@ class VideoDataset(YieldFunction):
         fps: float | None = None,
         weights: Weights = None,
         samples_per_epoch: int | None = None,
+        order: Literal["global", "shards"] = "global",
+        shard_window: int = 64,
     ) -> None:
         self.stream, self.fps = check_timing(stream, fps, sampling, stride)
         args = check_arguments(
@@ -160,6 +169,7 @@ class VideoDataset(YieldFunction):
             find_missing=find_missing,
         )
         weights, samples_per_epoch = check_weights(weights, samples_per_epoch, len(samples), args.train)
+        order = check_order(order, shard_window, weights, samples_per_epoch)
         augment = augment_of(augment, scale, args.size)
         samples, listed = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
@@ -214,6 +224,9 @@ class VideoDataset(YieldFunction):
             samples, self._reader, self._bad, find_missing=args.find_missing, index_cache=index_cache
         )
         self._draws = EpochDraws.of(weights, samples_per_epoch, self._list.labels, listed[left])
+        if order == "shards":  # each path's container: its shard, or the file itself
+            shards = np.unique([container_path(p) for p in self._list.paths()], return_inverse=True)[1]
+            self._draws = EpochDraws(len(self._list), shards=shards.astype(np.int64), window=shard_window)
         self._start(0)
 
     def _start(self, epoch: int) -> None:
