@@ -17,8 +17,9 @@ shard whole. A larger shard's table comes from an index file beside it (DALI's
 in ranges of ``TABLE_BLOCK_BYTES``; a member longer than one is skipped by a seek.
 The table is held in this process (``tar_members.hold_table``) and kept by
 ``ShardTables``, the index store, keyed by the shard's URL, size and version.
-A shard changed since its table was made fails a read (``ObjectChanged``); its
-table is then made again. Nothing here decodes. See :doc:`/video/in_memory`.
+A member up to ``WHOLE_BYTES`` comes whole at its first touch: one request, not
+a tail, a head and a span. A shard changed since its table was made fails a read
+(``ObjectChanged``); its table is then made again. Nothing here decodes. See :doc:`/video/in_memory`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from .tar_members import (
 __all__ = [
     "INDEX_FILE_BYTES",
     "TABLE_BLOCK_BYTES",
+    "WHOLE_BYTES",
     "RemoteMember",
     "ShardTables",
     "remote_member_table",
@@ -54,6 +56,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 TABLE_BLOCK_BYTES = 16 << 20  # one read of a shard's headers: 16 MiB holds ~3 to 300 members' headers and data
+WHOLE_BYTES = 8 << 20  # a member up to this size comes whole in its first read (a 30-s 360p clip: ~3 MB)
 INDEX_FILE_BYTES = 64 << 20  # an index file beside a shard is read whole, in one request, up to this size
 
 
@@ -102,9 +105,13 @@ class RemoteMember(RemoteObject):
         return self.shard.requests
 
     def first_read(self, n: int) -> tuple[SourceKey, int, bytes]:
-        """``(key, start, bytes)``: the member's last ``n`` bytes (all of it if smaller), in one ranged read."""
+        """``(key, start, bytes)``: the member's last ``n`` bytes, in one ranged read; whole up to ``WHOLE_BYTES``.
+
+        The member table gives the size ahead. So a member up to ``WHOLE_BYTES``
+        comes whole, and its first touch and first clip cost one request.
+        """
         key = self.key()
-        start = max(0, key.size - n)
+        start = 0 if key.size <= max(n, WHOLE_BYTES) else key.size - n
         return key, start, self.read(key, start, key.size)
 
     def key(self) -> SourceKey:
