@@ -23,7 +23,7 @@ from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, read_clip, webdataset_fields, webdataset_samples
 from parallel_loader.video._bytes import objects as remote
 from parallel_loader.video._bytes import range_file, remote_shards, tar_members
-from parallel_loader.video._indexes.cache import IndexCache
+from parallel_loader.video._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
 
 from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, s3_server
 from .video_files import write_encoded_video
@@ -101,6 +101,15 @@ def event_loop_thread():
     """fsspec's event-loop thread and its resolver's executor live as long as the process: start them first."""
     loop = get_loop()
     sync(loop, loop.getaddrinfo, "127.0.0.1", 80)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def default_store(tmp_path_factory):
+    """The default index cache (where ``webdataset_samples`` keeps member tables) in a store of this module's own."""
+    before = default_index_cache()
+    set_default_index_cache(IndexCache(tmp_path_factory.mktemp("default-store")))
+    yield
+    set_default_index_cache(before)
 
 
 @pytest.fixture(autouse=True)
@@ -220,7 +229,11 @@ def test_a_clip_of_a_shard_changed_since_it_was_indexed_comes_from_the_new_shard
         tar.add(loose["000009.avi"], arcname="000009.avi")
         tar.add(loose["000008.mp4"], arcname="000008.mp4")
     put(changed)
+    expected = read_clip(loose["000008.mp4"], 4, CLIP_LEN, index_cache=IndexCache(None))
     try:
+        tar_members.forget_tables()  # a new process: the store's table is of the old shard, and no index is kept
+        np.testing.assert_array_equal(read_clip(path, 4, CLIP_LEN, index_cache=default_index_cache()), expected)
+        tar_members.forget_tables()  # the kept index and table are of the old shard
         np.testing.assert_array_equal(
             read_clip(path, 4, CLIP_LEN, index_cache=cache),
             read_clip(loose["000008.mp4"], 4, CLIP_LEN, index_cache=IndexCache(None)),

@@ -108,11 +108,19 @@ class RemoteMember(RemoteObject):
         """``(key, start, bytes)``: the member's last ``n`` bytes, in one ranged read; whole up to ``WHOLE_BYTES``.
 
         The member table gives the size ahead. So a member up to ``WHOLE_BYTES``
-        comes whole, and its first touch and first clip cost one request.
+        comes whole, and its first touch and first clip cost one request. A table
+        kept for an older version of the shard fails the read; it is made again, once.
         """
-        key = self.key()
-        start = 0 if key.size <= max(n, WHOLE_BYTES) else key.size - n
-        return key, start, self.read(key, start, key.size)
+        for tries in (1, 2):
+            key = self.key()
+            start = 0 if key.size <= max(n, WHOLE_BYTES) else key.size - n
+            try:
+                return key, start, self.read(key, start, key.size)
+            except ObjectChanged:
+                if tries == 2:
+                    raise
+                log.info("the member table of %s was of an older version: making it again", self.shard.shown)
+        raise AssertionError("not reached")
 
     def key(self) -> SourceKey:
         """The member's key now, from its shard's member table (made if this process and the store lack it)."""
