@@ -212,6 +212,8 @@ def test_a_member_table_is_made_in_few_reads_and_kept_in_the_store(server, tmp_p
     kept = remote_shards.remote_member_table(remote.remote_object(shard), IndexCache(tmp_path / "index").shard_tables)
     assert proxy.requests == 0
     assert kept.members == table.members and kept.key == table.key
+    listed = webdataset_samples([shard, pattern.replace(NUMBERS, "00002")], "avi")  # a list of URLs
+    assert len(listed) == 2 * PER_SHARD and listed[0].path.endswith(f"::{shard}")
 
 
 def test_a_clip_of_a_shard_changed_since_it_was_indexed_comes_from_the_new_shard(server, shards, tmp_path):
