@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: venv demo demo-multiworker test lint format docs bench bench-gpu clean
+.PHONY: venv demo demo-multiworker test servers lint format docs bench bench-gpu clean
 
 venv: $(INSTALLED)
 
@@ -56,6 +56,7 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.video_first_touch --rounds 5 --codec vp9 vp8 av1
 	$(PY) -m benchmarks.video_memory --rounds 5
 	$(PY) -m benchmarks.video_resize --rounds 5
+	$(PY) -m benchmarks.video_shards --rounds 5
 	$(PY) -m benchmarks.epoch_boundary --rounds 3 --quiet 5
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --load-max 0.1 --step 0.005 \
 		--threads 4,8,12,16,24,32,auto --batches 300 --rounds 2 --quiet 5
@@ -90,7 +91,20 @@ format: venv
 docs: venv
 	$(VENV)/bin/sphinx-build -W --keep-going -n -E -q -b html docs docs/_build/html
 
-test: lint docs
+# The server tests run nginx. Where it is missing, it comes from the system's packages (root and apt-get, as on a
+# fresh CI machine); elsewhere this says so, and its tests are skipped with the command to install it.
+servers:
+	@if ! command -v nginx >/dev/null 2>&1 && ! test -x /usr/sbin/nginx; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "installing nginx for the server tests (apt-get install nginx)"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get update -qq >/dev/null && apt-get install -y -qq nginx >/dev/null; \
+		else \
+			echo "nginx is missing and cannot be installed here (needs root and apt-get): its server tests are skipped"; \
+		fi; \
+	fi
+
+test: lint docs servers
 	$(PY) -m pytest
 
 clean:

@@ -108,7 +108,7 @@ def server(request, served, tmp_path_factory):
     """``(name, proxy, url of a file name)``: one server, its files behind a proxy adding 20 ms a request."""
     name, root = request.param, next(iter(served.values())).parent.parent
     if name == "nginx" and nginx_binary() is None:
-        pytest.skip("nginx is not installed (apt-get install nginx-light): its test needs the system's package")
+        pytest.skip("nginx is not installed: make servers (or apt-get install nginx) installs it")
     with contextlib.ExitStack() as stack:
         if name == "moto":
             upstream = stack.enter_context(s3_server())

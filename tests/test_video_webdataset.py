@@ -27,7 +27,9 @@ from parallel_loader.video import (
     webdataset_samples,
 )
 from parallel_loader.video._bytes import tar_members
+from parallel_loader.video._bytes.source import source_key
 from parallel_loader.video._bytes.tar_members import member_table, member_url
+from parallel_loader.video._commands.index import main as index_main
 from parallel_loader.video._samples.webdataset import expand_braces
 
 from .video_files import VIDEO_OFFSET, VIDEO_STEP, write_encoded_video
@@ -285,10 +287,8 @@ def test_what_cannot_be_read_in_place_fails_clearly(shards, tmp_path):
         read_clip(member_url(str(folder / "train-00000.tar"), "nope.mp4"), 0, 1)
     with pytest.raises(FileNotFoundError, match="no such video file"):
         read_clip(member_url(str(tmp_path / "none.tar"), "000001.mp4"), 0, 1)
-    with pytest.raises(TypeError, match="members of remote shards cannot be read yet"):
-        read_clip("tar://000001.mp4::s3://bucket/train-00000.tar", 0, 1)
-    with pytest.raises(TypeError, match="remote shards cannot be read yet"):
-        webdataset_samples("s3://bucket/train-{00000..00003}.tar")
+    with pytest.raises(ValueError, match="not a glob"):
+        webdataset_samples("s3://bucket/train-*.tar")
     with pytest.raises(FileNotFoundError, match="no such shard"):
         webdataset_samples(str(tmp_path / "train-00000.tar"))
     with pytest.raises(ValueError, match="no shard matches"):
@@ -304,3 +304,82 @@ def test_what_cannot_be_read_in_place_fails_clearly(shards, tmp_path):
         webdataset_samples(str(packed))
     with pytest.raises(ValueError, match="not a member of a shard"):
         webdataset_fields(str(folder / "train-00000.tar"), ["txt"])
+
+
+def test_the_index_command_writes_a_dali_index_beside_a_shard_and_indexes_its_videos(shards, tmp_path, capsys):
+    folder, _ = shards
+    shard = tmp_path / "copy-00000.tar"
+    shard.write_bytes((folder / "train-00001.tar").read_bytes())
+    from_headers = member_table(shard).members
+    tar_members.forget_tables()
+    assert index_main([str(tmp_path / "copy-{00000..00000}.tar"), "--cache", str(tmp_path / "store"), "--quiet"]) == 0
+    assert "10 made" in capsys.readouterr().out  # 5 samples: an MP4 and an AVI each
+    lines = (tmp_path / "copy-00000.idx").read_text().splitlines()
+    assert lines[0] == f"v1.2 {PER_SHARD}"
+    assert all(len(line.split()) == 4 * 5 for line in lines[1:])  # mp4, avi, cls, txt, json
+    tar_members.forget_tables()
+    table = member_table(shard)
+    assert table.source == "DALI index" and table.members == from_headers
+    cache = IndexCache(tmp_path / "store")
+    for sample in webdataset_samples(str(shard), "avi"):
+        assert cache.lookup(source_key(sample.path)) is not None
+
+
+def one_epoch(data: VideoDataset, threads: int, epoch: int = 0) -> np.ndarray:
+    """The sample indices of epoch ``epoch``'s batches, in order."""
+    with DataLoader(data, num_threads=threads, seed=1, ordered=True) as loader:
+        for _ in range(epoch):
+            list(loader)
+        return np.concatenate([batch[2] for batch in loader])
+
+
+@pytest.mark.parametrize("window", [1, 3])
+def test_a_shard_local_order_takes_every_member_once_shard_by_shard_whatever_the_threads(shards, tmp_path, window):
+    folder, _ = shards
+    samples = webdataset_samples(str(folder / "train-*.tar"))
+    options = dict(clip_len=2, batch_size=4, size=(16, 16), seed=3, return_index=True, order="shards")
+    data = VideoDataset(samples, **options, shard_window=window, index_cache=IndexCache(tmp_path))
+    order = one_epoch(data, threads=1)
+    assert sorted(order.tolist()) == list(range(SHARDS * PER_SHARD))  # each member once
+    np.testing.assert_array_equal(one_epoch(data, threads=3), order)
+    shard_of = np.array([int(samples[i].path.rpartition("-")[2][:5]) for i in order])
+    if window == 1:  # the shards one after another, each one's members in listed order
+        assert (np.diff(shard_of) != 0).sum() == SHARDS - 1
+        assert all(np.all(np.diff(order[shard_of == s]) > 0) for s in range(SHARDS))
+    else:  # a shard's members shuffled with their neighbours: no further than a window from the shard's run
+        for s in range(SHARDS):
+            places = np.flatnonzero(shard_of == s)
+            assert places.max() - places.min() < PER_SHARD + 2 * (window - 1)
+        assert not all(np.all(np.diff(order[shard_of == s]) > 0) for s in range(SHARDS))
+    later = one_epoch(data, threads=2, epoch=1)
+    assert sorted(later.tolist()) == list(range(SHARDS * PER_SHARD)) and not np.array_equal(later, order)
+
+
+@pytest.mark.parametrize("order", ["global", "shards"])
+def test_either_order_resumes_mid_epoch_with_another_thread_count(shards, tmp_path, order):
+    folder, _ = shards
+    samples = webdataset_samples(str(folder / "train-{00000..00003}.tar"))
+    options = dict(clip_len=2, batch_size=4, size=(16, 16), seed=3, return_index=True, order=order)
+    data = VideoDataset(samples, **options, index_cache=IndexCache(tmp_path))
+    whole = one_epoch(data, threads=2)
+    assert sorted(whole.tolist()) == list(range(SHARDS * PER_SHARD))
+    with DataLoader(data, num_threads=2, seed=1, ordered=True, name="cut") as loader:
+        batches = iter(loader)
+        next(batches), next(batches)
+        state = loader.state_dict(batches=2)
+    resumed = DataLoader(pickle.loads(pickle.dumps(data)), num_threads=3, seed=1, ordered=True, name="resumed")
+    resumed.load_state_dict(state)
+    with resumed:
+        rest = np.concatenate([batch[2] for batch in resumed])
+    np.testing.assert_array_equal(rest, whole[8:])
+
+
+def test_a_shard_local_order_refuses_weights_and_unknown_orders(shards, tmp_path):
+    folder, _ = shards
+    samples = webdataset_samples(str(folder / "train-00000.tar"))
+    with pytest.raises(ValueError, match="without weights or samples_per_epoch"):
+        VideoDataset(samples, 2, 2, order="shards", weights="balanced", index_cache=IndexCache(None))
+    with pytest.raises(ValueError, match="order must be 'global' or 'shards'"):
+        VideoDataset(samples, 2, 2, order="shard", index_cache=IndexCache(None))
+    with pytest.raises(ValueError, match="shard_window"):
+        VideoDataset(samples, 2, 2, order="shards", shard_window=0, index_cache=IndexCache(None))

@@ -58,6 +58,9 @@ def url_name(url: str) -> str:
     So a presigned URL signed again, with a new expiry, names the same object.
     Other query parameters stay: they may choose the object.
     """
+    member, shard = _member_and_shard(url)
+    if shard:
+        return member + url_name(shard)
     if url_scheme(url) not in ("http", "https"):
         return url
     parts = urlsplit(url)
@@ -72,7 +75,18 @@ def url_name(url: str) -> str:
 def shown_url(url: str | os.PathLike[str]) -> str:
     """A URL as errors and logs name it: without its query string, which may hold a signature."""
     url = os.fspath(url)
+    member, shard = _member_and_shard(url)
+    if shard:
+        return member + shown_url(shard)
     return url.partition("?")[0] if url_scheme(url) in ("http", "https") else url
+
+
+def _member_and_shard(url: str) -> tuple[str, str]:
+    """``("tar://MEMBER::", SHARD)`` of a member of a shard at a URL; ``("", "")`` for anything else."""
+    if not url.startswith("tar://"):
+        return "", ""
+    member, sep, shard = url.partition("::")
+    return (member + sep, shard) if sep and url_scheme(shard) else ("", "")
 
 
 class UrlPath(os.PathLike):
@@ -87,13 +101,18 @@ def url_scheme(path: object) -> str | None:
         path = os.fspath(path)
     if not isinstance(path, str):
         return None
+    if path.startswith("tar://"):  # a member of a shard (tar://MEMBER::SHARD): a URL where its shard is one
+        path = path.partition("::")[2]
     scheme, sep, _ = path.partition("://")
     scheme = scheme.lower()
     return scheme if sep and scheme in SCHEMES else None
 
 
 def is_url(path: object) -> bool:
-    """Whether ``path`` is a URL (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``http(s)://``, ``file://``)."""
+    """Whether ``path`` is a URL (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``http(s)://``, ``file://``).
+
+    A member of a shard at such a URL (``tar://MEMBER::s3://bucket/shard.tar``) is one too.
+    """
     return url_scheme(path) is not None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 
 from .._base.keys import Fetched, SourceKey
-from .objects import RemoteObject, remote_object
+from .objects import RemoteObject
 
 __all__ = ["BLOCK_BYTES", "HEAD_BYTES", "TAIL_BYTES", "RangeFile", "fetch_whole", "read_ends"]
 
@@ -62,11 +62,11 @@ class RangeFile(io.RawIOBase):
         self.blocks = {} if blocks is None else blocks  # start -> bytes; shared with the caller
         self.position = 0
         self.zero_fill = False
+        self.block_bytes = BLOCK_BYTES  # what a read the blocks do not hold fetches
 
     @classmethod
-    def open(cls, url: str) -> RangeFile:
-        """A file over the object at ``url`` with its ends read (``read_ends``)."""
-        remote = remote_object(url)
+    def open(cls, remote: RemoteObject) -> RangeFile:
+        """A file over the object ``remote`` (``remote_shards.remote_source``) with its ends read (``read_ends``)."""
         return cls(remote, *read_ends(remote))
 
     def readable(self) -> bool:
@@ -98,7 +98,7 @@ class RangeFile(io.RawIOBase):
             if self.zero_fill:
                 buffer[:count] = bytes(count)
             else:
-                end = min(self.key.size, self.position + BLOCK_BYTES, following)
+                end = min(self.key.size, self.position + self.block_bytes, following)
                 self.blocks[self.position] = self.remote.read(self.key, self.position, end)
                 return self.readinto(buffer)
         self.position += count

@@ -6,7 +6,7 @@ A video's bytes come from one of these sources:
 * an object in a store or behind HTTP (a URL: ``objects``, ``range_file``);
 * bytes in memory (a ``Fetched``): a remote object fetched whole, or a video
   given in memory (``memory``);
-* a member of a local tar shard (``tar://MEMBER::SHARD``: ``tar_members``).
+* a member of a tar shard (``tar://MEMBER::SHARD``): local (``tar_members``) or at a URL (``remote_shards``).
 
 ``video_source`` is where every public reader starts: it turns its input into
 one of these, or refuses it. Every function here takes any of them. Nothing
@@ -27,8 +27,8 @@ from av.container import InputContainer
 from .._base.errors import VideoDecodeError, require_file
 from .._base.keys import SCHEMES, Fetched, SourceKey, UrlPath, is_url, local_key, shown_url
 from .memory import file_bytes, in_memory
-from .objects import remote_object
 from .range_file import RangeFile
+from .remote_shards import remote_source
 from .tar_members import MEMBER_PREFIX, TarMember, tar_member
 
 __all__ = ["ACCEPTED", "VideoSource", "open_bytes", "open_container", "opencv_source", "source_key", "video_source"]
@@ -36,7 +36,8 @@ __all__ = ["ACCEPTED", "VideoSource", "open_bytes", "open_container", "opencv_so
 ACCEPTED = (
     "a path (str or os.PathLike), a URL ("
     + ", ".join(f"{scheme}://" for scheme in sorted(set(SCHEMES)))
-    + "), a member of a local tar shard (tar://MEMBER::/path/to/shard.tar), or a video in memory"
+    + "), a member of a tar shard (tar://MEMBER::/path/to/shard.tar or tar://MEMBER::s3://bucket/shard.tar),"
+    " or a video in memory"
     " (bytes, bytearray, memoryview, or a binary file object such as io.BytesIO)"
 )
 
@@ -72,7 +73,7 @@ def video_source(path: Any) -> str | os.PathLike[str] | Fetched | TarMember:
         if found is None or found[1].lower() in SCHEMES:
             return path
         if name.startswith(MEMBER_PREFIX):
-            return _member(name)
+            return path if is_url(name) else _member(name)  # a member of a remote shard is read as a URL
         # FFmpeg would take it for a protocol of its own, and fail as if the file were missing.
         raise TypeError(f"{name}: URLs of scheme {found[1]}:// cannot be read; a video source is {ACCEPTED}")
     if isinstance(path, io.TextIOBase):
@@ -89,7 +90,7 @@ def source_key(path: str | os.PathLike[str]) -> SourceKey:
     if isinstance(path, Fetched | TarMember):
         return path.key
     if is_url(path):
-        return remote_object(os.fspath(path)).key()
+        return remote_source(os.fspath(path)).key()
     return local_key(path)
 
 
@@ -105,7 +106,7 @@ def open_bytes(path: str | os.PathLike[str]) -> BinaryIO:
     if isinstance(path, TarMember):
         return path.open()
     if is_url(path):
-        return io.BufferedReader(RangeFile.open(os.fspath(path)))
+        return io.BufferedReader(RangeFile.open(remote_source(os.fspath(path))))
     return open(path, "rb")
 
 
@@ -147,7 +148,7 @@ def open_container(path: str | os.PathLike[str], header_only: bool = False) -> I
     elif isinstance(path, TarMember):
         opened = path.ffmpeg_url()
     elif is_url(path):
-        opened = RangeFile.open(os.fspath(path))
+        opened = RangeFile.open(remote_source(os.fspath(path)))
     else:
         require_file(path)
         opened = os.fspath(path)
@@ -164,11 +165,12 @@ def open_container(path: str | os.PathLike[str], header_only: bool = False) -> I
 
 def _resolved(path: str | os.PathLike[str]) -> str | os.PathLike[str]:
     """A ``tar://`` URL as its ``TarMember`` (the index cache is given sample paths as strings); else ``path``."""
-    return _member(path) if isinstance(path, str) and path.startswith(MEMBER_PREFIX) else path
+    local_member = isinstance(path, str) and path.startswith(MEMBER_PREFIX) and not is_url(path)
+    return _member(path) if local_member else path
 
 
 def _member(url: str) -> TarMember:
-    """The member ``url`` names; a remote shard is refused with what is accepted."""
+    """The member of a local shard ``url`` names; a malformed member URL is refused with what is accepted."""
     try:
         return tar_member(url)
     except TypeError as exc:

@@ -30,7 +30,7 @@ import tarfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 import numpy as np
 
@@ -43,6 +43,12 @@ __all__ = [
     "MemberTable",
     "TarMember",
     "container_path",
+    "forget_table",
+    "headers_members",
+    "hold_table",
+    "held_table",
+    "index_files",
+    "index_members",
     "member_table",
     "member_url",
     "split_member_url",
@@ -88,6 +94,31 @@ class MemberTable:
         spans = np.array(list(members.values()), dtype=np.int64).reshape(-1, 2)
         order = np.argsort(names, kind="stable")
         return cls(key, names[order], spans[order, 0].copy(), spans[order, 1].copy(), source)
+
+    def encode(self) -> bytes:
+        """The table as bytes, for the index store (its key is kept apart): ``decode`` reads them back."""
+        head = f"{len(self.names)} {self.source}\n".encode()
+        offsets, sizes = self.offsets.astype("<i8").tobytes(), self.sizes.astype("<i8").tobytes()
+        return head + offsets + sizes + b"\x00".join(self.names.tolist())
+
+    @classmethod
+    def decode(cls, key: SourceKey, data: bytes) -> MemberTable:
+        """The table ``encode`` gave ``data`` for, made from the shard of ``key``.
+
+        Raises:
+            ValueError: ``data`` is not such a table.
+        """
+        line, sep, rest = data.partition(b"\n")
+        count, _, source = line.decode("utf-8", "replace").partition(" ")
+        if not sep or not count.isdigit():
+            raise ValueError("not a member table")
+        n = int(count)
+        names = rest[16 * n :].split(b"\x00") if n else []
+        if len(names) != n or len(rest) < 16 * n:
+            raise ValueError(f"a member table of {n} members cut short")
+        offsets = np.frombuffer(rest, "<i8", n).astype(np.int64)
+        sizes = np.frombuffer(rest, "<i8", n, 8 * n).astype(np.int64)
+        return cls(key, np.array(names, dtype=bytes), offsets, sizes, source)
 
     @property
     def members(self) -> dict[str, tuple[int, int]]:
@@ -179,7 +210,7 @@ def tar_member(url: str) -> TarMember:
     """The member a ``tar://NAME::SHARD`` URL names, found in the shard's member table.
 
     Raises:
-        TypeError: ``url`` is not a member URL, or names a shard at a URL (remote shards are not read yet).
+        TypeError: ``url`` is not a member URL, or names a shard at a URL (``remote_shards`` reads those it can).
         FileNotFoundError: there is no shard at ``SHARD``, or no member ``NAME`` in it.
         VideoDecodeError: the shard is not an uncompressed tar file.
     """
@@ -187,8 +218,8 @@ def tar_member(url: str) -> TarMember:
     if split is None:
         raise TypeError(f"{url}: a tar member is named tar://MEMBER::SHARD, such as tar://000001.mp4::/data/a.tar")
     name, shard = split
-    if is_url(shard):
-        raise TypeError(f"{url}: members of remote shards cannot be read yet; a shard must be a local file")
+    if is_url(shard) or "://" in shard:  # those of known schemes are read as URLs (``remote_shards``)
+        raise TypeError(f"{url}: shards at {shard.partition('://')[0]}:// URLs cannot be read")
     table = member_table(shard)
     return TarMember(table.key, name, *table.find(name))
 
@@ -201,19 +232,42 @@ def member_table(shard: str | os.PathLike[str]) -> MemberTable:
         VideoDecodeError: ``shard`` is not a file, or not an uncompressed tar file.
     """
     key = local_key(shard)
+    held = held_table(key.name)
+    if held is not None and held.key == key:
+        return held
+    table = _from_index_file(key)
+    if table is None:
+        with open(key.name, "rb") as file:
+            table = MemberTable.of(key, headers_members(file, key.name), "headers")
+    hold_table(table)
+    return table
+
+
+def held_table(name: str) -> MemberTable | None:
+    """The member table this process holds for the shard ``name`` (a path or URL), whatever its version, or None."""
     with _tables_lock:
-        held = _tables.get(key.name)
-        if held is not None and held.key == key:
-            _tables.move_to_end(key.name)
-            return held
-    table = _from_index_file(key) or MemberTable.of(key, _from_headers(key), "headers")
+        held = _tables.get(name)
+        if held is not None:
+            _tables.move_to_end(name)
+        return held
+
+
+def hold_table(table: MemberTable) -> None:
+    """Hold ``table`` in this process, in place of any older one of its shard (within ``TABLE_BYTES``)."""
     with _tables_lock:
-        old = _tables.pop(key.name, None)
+        old = _tables.pop(table.key.name, None)
         _held[0] += table.nbytes - (0 if old is None else old.nbytes)
-        _tables[key.name] = table
+        _tables[table.key.name] = table
         while len(_tables) > 1 and _held[0] > TABLE_BYTES:
             _held[0] -= _tables.popitem(last=False)[1].nbytes
-    return table
+
+
+def forget_table(name: str) -> None:
+    """Drop the member table held for the shard ``name``, if any (a later read makes it again)."""
+    with _tables_lock:
+        old = _tables.pop(name, None)
+        if old is not None:
+            _held[0] -= old.nbytes
 
 
 def forget_tables() -> None:
@@ -223,44 +277,67 @@ def forget_tables() -> None:
         _held[0] = 0
 
 
-def _from_headers(key: SourceKey) -> dict[str, tuple[int, int]]:
-    """Every regular file's ``(offset, size)``, from the tar headers (pax and GNU long names included)."""
+def headers_members(file: BinaryIO, shown: str) -> dict[str, tuple[int, int]]:
+    """Every regular file's ``(offset, size)``, from the tar headers of the shard open as ``file``.
+
+    Pax and GNU long names are read too. The members' data is sought over, never read.
+
+    Raises:
+        VideoDecodeError: the shard is not an uncompressed tar file (``shown`` names it).
+    """
     members: dict[str, tuple[int, int]] = {}
     try:
-        with tarfile.open(key.name, mode="r:") as tar:  # "r:": uncompressed; it seeks over each member's data
+        with tarfile.open(fileobj=file, mode="r:") as tar:  # "r:": uncompressed; it seeks over each member's data
             for info in tar:
                 if info.isreg():
                     members[info.name] = (info.offset_data, info.size)
     except tarfile.TarError as exc:
         raise VideoDecodeError(
-            key.name, f"is not an uncompressed tar file, so its members cannot be read in place ({exc})"
+            shown, f"is not an uncompressed tar file, so its members cannot be read in place ({exc})"
         ) from None
+    return members
+
+
+def index_files(shard: str) -> list[tuple[str, str]]:
+    """``(name, kind)`` of the index files that may sit beside ``shard`` (a path or URL), in the order tried."""
+    folder, sep, file = shard.rpartition("/")
+    stem = file[: file.find(".", 1)] if file.find(".", 1) > 0 else file
+    return [
+        (folder + sep + stem + ".idx", "DALI index"),
+        (shard + ".idx", "DALI index"),
+        (shard + ".index", "wids index"),
+    ]
+
+
+def index_members(kind: str, data: bytes, shard_size: int) -> dict[str, tuple[int, int]]:
+    """The members an index file of ``kind`` (see ``index_files``) holds, checked against the shard's size.
+
+    Raises:
+        ValueError: the file is not such an index, or places a member outside the shard.
+    """
+    try:
+        members = (_dali_members if kind == "DALI index" else _wids_members)(data)
+    except (pickle.UnpicklingError, EOFError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    bad = next((n for n, (o, s) in members.items() if o < _BLOCK or o % _BLOCK or o + s > shard_size), None)
+    if bad is not None:
+        raise ValueError(f"it places {bad} outside the shard")
     return members
 
 
 def _from_index_file(key: SourceKey) -> MemberTable | None:
     """The table from a DALI or ``wids`` index beside the shard, or None where none is there or it cannot be used."""
-    folder, file = os.path.split(key.name)
-    stem = file[: file.find(".", 1)] if file.find(".", 1) > 0 else file
-    for path, kind, reader in (
-        (os.path.join(folder, stem + ".idx"), "DALI index", _dali_members),
-        (key.name + ".idx", "DALI index", _dali_members),
-        (key.name + ".index", "wids index", _wids_members),
-    ):
+    for path, kind in index_files(key.name):
         try:
             if os.stat(path).st_mtime_ns < int(key.version[1:], 16):
                 log.info("%s is older than %s: reading the shard's headers instead", path, key.name)
                 continue
             with open(path, "rb") as index:
-                members = reader(index.read())
+                members = index_members(kind, index.read(), key.size)
         except FileNotFoundError:
             continue
-        except (OSError, ValueError, pickle.UnpicklingError, EOFError) as exc:
-            log.info("%s cannot be read (%s): reading the shard's headers instead", path, exc)
-            continue
-        bad = next((n for n, (o, s) in members.items() if o < _BLOCK or o % _BLOCK or o + s > key.size), None)
-        if bad is not None:
-            log.info("%s places %s outside %s: reading the shard's headers instead", path, bad, key.name)
+        except (OSError, ValueError) as exc:
+            log.info("%s cannot be used (%s): reading the shard's headers instead", path, exc)
             continue
         return MemberTable.of(key, members, kind)
     return None

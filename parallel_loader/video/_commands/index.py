@@ -6,6 +6,11 @@ as the first field of its line, so split files such as UCF101's
 ``trainlist01.txt`` work. Relative paths are taken from the list's directory,
 and ``#`` starts a comment.
 
+``ROOT_OR_LIST`` may name local tar shards instead (``train-{00000..00099}.tar``,
+``train-*.tar``). Each one gets DALI's index beside it (``train-00000.idx``,
+version 1.2), which ``webdataset_samples`` then reads instead of the tar headers.
+Its video members are indexed as files are.
+
 Indexes go to the store every ``IndexCache`` reads by default (``--cache`` for
 another directory), so a training run then finds them all made. A run is
 resumable. An index already in the store is found, not made again. Every index
@@ -19,6 +24,7 @@ as videos. See :doc:`/video/indexes`.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -27,12 +33,17 @@ from pathlib import Path
 
 from .._base.errors import VideoDecodeError
 from .._base.file_pass import FileProgress, log_progress_to_stderr
-from .._base.keys import is_url, local_key
+from .._base.keys import is_url
 from .._bytes.listing import RemotePath
+from .._bytes.source import source_key
+from .._bytes.tar_members import index_files, member_table, member_url
 from .._indexes.cache import IndexCache
 from .._samples.annotations import VIDEO_EXTENSIONS
+from .._samples.webdataset import expand_braces, key_and_extension, shard_paths
 
-__all__ = ["main", "video_files"]
+__all__ = ["main", "video_files", "write_shard_index"]
+
+log = logging.getLogger(__name__)
 
 
 def video_files(root_or_list: str | os.PathLike[str], extensions: Sequence[str] = tuple(VIDEO_EXTENSIONS)) -> list[str]:
@@ -56,6 +67,42 @@ def video_files(root_or_list: str | os.PathLike[str], extensions: Sequence[str] 
     return paths
 
 
+def write_shard_index(shard: str) -> str | None:
+    """Write DALI's index (version 1.2) of the local shard at ``shard`` beside it; return the index's path.
+
+    One line a sample, ``EXT OFFSET SIZE NAME`` for each of its members, in the
+    shard's order. A member name with white space cannot be written. Such a
+    shard gets no index, and None is returned: its table comes from its headers.
+
+    Raises:
+        FileNotFoundError: there is no file at ``shard``.
+        VideoDecodeError: it is not an uncompressed tar file.
+    """
+    table = member_table(shard)
+    samples: dict[str, list[str]] = {}
+    for name, (offset, size) in table.members.items():
+        if any(c.isspace() for c in name):
+            log.warning("%s: member %r has white space in its name, which DALI's index cannot hold", shard, name)
+            return None
+        key, extension = key_and_extension(name)
+        if extension and not os.path.basename(key).startswith("."):
+            samples.setdefault(key, []).append(f"{extension} {offset} {size} {name}")
+    path = index_files(table.key.name)[0][0]
+    lines = [f"v1.2 {len(samples)}"] + [" ".join(members) for members in samples.values()]
+    written = f"{path}.{os.getpid()}.part"
+    with open(written, "w", encoding="utf-8") as index:
+        index.write("\n".join(lines) + "\n")
+    os.replace(written, path)  # whole or not at all
+    return path
+
+
+def _shards(root_or_list: str) -> list[str]:
+    """The local shards ``root_or_list`` names (a ``.tar`` path, braces or glob), or [] when it names none."""
+    if is_url(root_or_list) or not all(p.endswith(".tar") for p in expand_braces(root_or_list)):
+        return []
+    return shard_paths(root_or_list)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status: 1 when a file fails, 0 when none does."""
     parser = argparse.ArgumentParser(prog="python -m parallel_loader.video.index", description=__doc__.split("\n\n")[0])
@@ -73,7 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = IndexCache() if args.cache is None else IndexCache(args.cache)
     if cache.directory is None:
         parser.error("indexes would be kept in memory only (PARALLEL_LOADER_VIDEO_INDEX=off): give --cache DIR")
-    paths = video_files(args.root_or_list)
+    shards = _shards(args.root_or_list)
+    paths = [] if shards else video_files(args.root_or_list)
+    wanted = {e.lower().lstrip(".") for e in VIDEO_EXTENSIONS}
+    for shard in shards:
+        written = write_shard_index(shard)
+        print(f"{shard}: {f'DALI index written to {written}' if written else 'no index written'}", flush=True)
+        members = member_table(shard).members
+        paths += [member_url(shard, n) for n in members if n.rpartition(".")[2].lower() in wanted]
     print(f"{len(paths)} videos from {args.root_or_list}; indexes kept in {cache.directory}", flush=True)
     counts = {"found": 0, "made": 0, "not seekable": 0, "failed": 0}
     unseekable: list[tuple[str, str]] = []
@@ -81,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def one(path: str) -> tuple[bool, str]:
         """Index ``path``: (whether it was in the store already, why its seeks are not exact or "")."""
-        found = (cache.latest(path) if is_url(path) else cache.lookup(local_key(path))) is not None
+        found = (cache.latest(path) if is_url(path) else cache.lookup(source_key(path))) is not None
         index = cache.get(path)
         return found, "" if index.seekable else index.reason
 

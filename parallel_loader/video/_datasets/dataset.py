@@ -18,13 +18,14 @@ import numpy as np
 from ..._core.checks import check_int
 from ..._data.yield_function import YieldFunction
 from ..._faults.quarantine import Quarantine
+from .._bytes.tar_members import container_path
 from .._indexes.cache import IndexCache, default_index_cache
 from .._samples.augment import Augment, Resize, augment_of
 from .._samples.exclude import Exclude
 from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
 from .checks import check_arguments, class_names, sample_list_of, usable
-from .draws import EpochDraws, Weights, check_weights
+from .draws import EpochDraws, Weights, check_order, check_weights
 from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
@@ -91,11 +92,14 @@ class VideoDataset(YieldFunction):
             (aspect kept, covering it), ``"stretch"`` or ``"pad"`` (aspect kept, letterboxed).
         short_clips: a sample too short for a clip: ``"loop"``, ``"repeat_last"``, ``"pad"``
             (black frames) or ``"error"`` (a bad sample); lengthened clips count in ``stats()``.
+        order: ``"global"`` shuffles all samples each epoch; ``"shards"`` shuffles the tar shards,
+            then each shard's samples within ``shard_window`` positions.
+        shard_window: positions shuffled together with ``order="shards"``.
 
     Raises:
         TypeError: an argument has the wrong type.
         ValueError: an argument is out of range, or no sample is left. Or ``weights`` are
-            not one finite number >= 0 per sample, not all 0.
+            not one finite number >= 0 per sample, not all 0, or come with ``order="shards"``.
         AnnotationError: a row is malformed or names an unknown class.
         FileNotFoundError: with ``on_error="raise"``, listed files are missing; or
             ``exclude`` names a file that does not exist.
@@ -141,28 +145,19 @@ class VideoDataset(YieldFunction):
         samples_per_epoch: int | None = None,
         resize: Resize = "short_side",
         short_clips: ShortClips = "loop",
+        order: Literal["global", "shards"] = "global",
+        shard_window: int = 64,
     ) -> None:
         self.stream, self.fps = check_timing(stream, fps, sampling, stride)
         self.resize, self.short_clips = resize, check_short_clips(short_clips)
         args = check_arguments(
-            batch_size=batch_size,
-            clip_len=clip_len,
-            stride=stride,
-            size=size,
-            train=train,
-            seed=seed,
-            on_error=on_error,
-            dtype=dtype,
-            crop_fraction=crop_fraction,
-            sampling=sampling,
-            num_clips=num_clips,
-            num_crops=num_crops,
-            exact_counts=exact_counts,
-            seek=seek,
-            index_cache=index_cache,
+            batch_size=batch_size, clip_len=clip_len, stride=stride, size=size, train=train, seed=seed,
+            on_error=on_error, dtype=dtype, crop_fraction=crop_fraction, sampling=sampling, num_clips=num_clips,
+            num_crops=num_crops, exact_counts=exact_counts, seek=seek, index_cache=index_cache,
             find_missing=find_missing,
-        )
+        )  # fmt: skip
         weights, samples_per_epoch = check_weights(weights, samples_per_epoch, len(samples), args.train)
+        order = check_order(order, shard_window, weights, samples_per_epoch)
         augment = augment_of(augment, scale, args.size, resize)
         samples, listed = sample_list_of(samples, classes, exclude)
         self.batch_size = args.batch_size
@@ -220,6 +215,9 @@ class VideoDataset(YieldFunction):
             samples, self._reader, self._bad, find_missing=args.find_missing, index_cache=index_cache
         )
         self._draws = EpochDraws.of(weights, samples_per_epoch, self._list.labels, listed[left])
+        if order == "shards":  # each path's container: its shard, or the file itself
+            shards = np.unique([container_path(p) for p in self._list.paths()], return_inverse=True)[1]
+            self._draws = EpochDraws(len(self._list), shards=shards.astype(np.int64), window=shard_window)
         self._start(0)
 
     def _start(self, epoch: int) -> None:

@@ -17,9 +17,9 @@ from typing import Literal
 import numpy as np
 
 from ..._core.checks import check_int
-from .seeds import DRAW_KEY, epoch_order
+from .seeds import DRAW_KEY, SHARD_KEY, epoch_order
 
-__all__ = ["EpochDraws", "Weights", "check_weights"]
+__all__ = ["EpochDraws", "Weights", "check_order", "check_weights", "shard_order"]
 
 # None (each sample once an epoch), "balanced" (1 / the sample's class count), or one weight per sample.
 Weights = Sequence[float] | np.ndarray | Literal["balanced"] | None
@@ -71,6 +71,22 @@ def check_weights(
     return array, samples_per_epoch
 
 
+def check_order(order: object, window: object, weights: object, per_epoch: object) -> str:
+    """Check ``order`` and ``shard_window`` (see ``VideoDataset``); return ``order``.
+
+    Raises:
+        TypeError: ``shard_window`` is not an int.
+        ValueError: ``order`` is neither ``"global"`` nor ``"shards"``; ``shard_window``
+            is below 1; or ``"shards"`` comes with weights or ``samples_per_epoch``.
+    """
+    if order not in ("global", "shards"):
+        raise ValueError(f"order must be 'global' or 'shards', got {order!r}")
+    check_int("shard_window", window, minimum=1)
+    if order == "shards" and (weights is not None or per_epoch is not None):
+        raise ValueError("order='shards' takes each sample once an epoch: give it without weights or samples_per_epoch")
+    return str(order)
+
+
 class EpochDraws:
     """The sample at each position of a training epoch, made from the seed and the epoch.
 
@@ -83,10 +99,20 @@ class EpochDraws:
         count: the samples to draw from.
         weights: one weight per sample, not all zero; ``None`` for a shuffled order.
         per_epoch: positions per epoch; ``None`` for ``count``.
+        shards: each sample's shard number, for a shard-local order (``shard_order``); ``None`` for a global one.
+        window: positions shuffled together in a shard-local order.
     """
 
-    def __init__(self, count: int, weights: np.ndarray | None = None, per_epoch: int | None = None) -> None:
+    def __init__(
+        self,
+        count: int,
+        weights: np.ndarray | None = None,
+        per_epoch: int | None = None,
+        shards: np.ndarray | None = None,
+        window: int = 1,
+    ) -> None:
         self.count = count
+        self.shards, self.window = shards, window  # see ``shard_order``
         self.length = count if per_epoch is None else per_epoch
         # The cumulative weights: position k draws the sample whose share of the total holds a uniform number.
         self._cumulative = None if weights is None else np.cumsum(weights, dtype=np.float64)
@@ -121,6 +147,8 @@ class EpochDraws:
 
     def order(self, seed: int, epoch: int) -> np.ndarray:
         """Return the sample at each of epoch ``epoch``'s ``length`` positions."""
+        if self.shards is not None:
+            return shard_order(seed, epoch, self.shards, self.window)
         if self._cumulative is None:
             if self.length == self.count:
                 return epoch_order(seed, epoch, self.count)
@@ -136,3 +164,23 @@ class EpochDraws:
         chosen = np.searchsorted(self._cumulative, targets, side="right")
         # A target rounded up to the total would pass the end, or land on a trailing sample of weight 0.
         return rng.permutation(np.minimum(chosen, self._last))
+
+
+def shard_order(seed: int, epoch: int, shards: np.ndarray, window: int) -> np.ndarray:
+    """Each sample once, shard by shard: the shards shuffled, then each ``window`` positions shuffled among themselves.
+
+    A reader then moves from shard to shard, as WebDataset reads them. The
+    window mixes neighbouring samples, as WebDataset's shuffle buffer does. It
+    spans a shard's end into the next shard's start.
+
+    Args:
+        seed: the dataset's seed.
+        epoch: the epoch.
+        shards: each sample's shard, numbered from 0.
+        window: positions shuffled together (1: each shard's samples in listed order).
+    """
+    rng = np.random.default_rng([seed, SHARD_KEY, epoch])
+    place = rng.permutation(int(shards.max()) + 1)  # shard -> its place in the epoch
+    grouped = np.argsort(place[shards], kind="stable")  # by shard, in listed order within one
+    windows = np.arange(len(grouped)) // window
+    return grouped[np.lexsort((rng.random(len(grouped)), windows))]

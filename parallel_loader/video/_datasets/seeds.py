@@ -14,6 +14,7 @@ __all__ = [
     "CLIP_KEY",
     "DRAW_KEY",
     "ORDER_KEY",
+    "SHARD_KEY",
     "TRANSFORM_KEY",
     "batch_rng",
     "clip_rng",
@@ -27,6 +28,7 @@ __all__ = [
 # DataLoader's shuffle tag (0x5348554646, "SHUFF").
 ORDER_KEY = 0x4F52444552  # "ORDER": the epoch's sample order, [seed, ORDER_KEY, epoch]
 DRAW_KEY = 0x4452415753  # "DRAWS": the epoch's weighted or resized draw, [seed, DRAW_KEY, epoch]
+SHARD_KEY = 0x5348415244  # "SHARD": the epoch's shard-local order, [seed, SHARD_KEY, epoch]
 CLIP_KEY = 0x434C4950  # "CLIP": one clip, [seed, CLIP_KEY, epoch, position, attempt]
 TRANSFORM_KEY = 0x5846524D  # "XFRM": a clip's transform=, [seed, TRANSFORM_KEY, epoch, position]
 BATCH_KEY = 0x4241544348  # "BATCH": a batch's batch_transform=, [seed, BATCH_KEY, epoch, index]

@@ -32,7 +32,7 @@ from av.video.stream import VideoStream
 
 from .._base.facts import PACKETS, VideoIndex, decode, decode_with_end, encode
 from .._base.keys import Fetched, SourceKey, is_url, stream_slot, url_name
-from .._bytes.objects import RemoteObject, remote_object
+from .._bytes.remote_shards import RemoteObject, remote_source
 from .._bytes.source import source_key
 from .header import index_object
 from .make import make_index
@@ -55,9 +55,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to keep indexes in memory only
-# 512 MiB: about 1.7 million files with evenly spaced timestamps and 63-character paths
-# (~310 bytes each, see IndexCache), so a Kinetics-700-sized set (650,000 videos) fits with
-# room for longer paths and irregular timestamps.
+# 512 MiB: about 1.7 million files with evenly spaced timestamps and 63-character paths (~310 bytes each, see
+# IndexCache), so a Kinetics-700-sized set (650,000 videos) fits with room for longer paths and irregular timestamps.
 DEFAULT_MAX_BYTES = 512 << 20
 # 256 MiB: the packet tables of about 290,000 ten-second files at 30 frames a second (~935 bytes each).
 DEFAULT_MAX_TABLE_BYTES = 256 << 20
@@ -141,6 +140,7 @@ class IndexCache:
         self.max_bytes = max_bytes
         self.max_table_bytes = max_table_bytes
         self._store = None if self.directory is None else IndexStore(self.directory)
+        self.shard_tables = self._store  # where remote shards' member tables are kept (``_bytes.remote_shards``)
         # Held while reading or changing the fields below, never while decoding or reading files.
         self._lock = threading.Lock()
         self._entries: OrderedDict[str, bytes] = OrderedDict()  # name -> Record.entry_of bytes, oldest first
@@ -182,7 +182,7 @@ class IndexCache:
         """
         if is_url(path):
             found = self.latest(os.fspath(path), stream)
-            return found[1] if found is not None else index_remote(remote_object(os.fspath(path)), self, stream)[1]
+            return found[1] if found else index_remote(remote_source(os.fspath(path), self._store), self, stream)[1]
         return self.get_with_table(path, on_frame, on_index, stream)[0]
 
     def get_with_table(

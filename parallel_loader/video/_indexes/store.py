@@ -42,6 +42,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -51,12 +52,22 @@ from .._base.facts import get_varint, put_varint
 from .._base.keys import SourceKey
 from . import segments
 
-__all__ = ["BUSY_S", "FILE_NAME", "NETWORK_FILE_SYSTEMS", "PACKET_TABLE", "IndexStore", "Record", "file_system"]
+__all__ = [
+    "BUSY_S",
+    "FILE_NAME",
+    "MEMBER_TABLE",
+    "NETWORK_FILE_SYSTEMS",
+    "PACKET_TABLE",
+    "IndexStore",
+    "Record",
+    "file_system",
+]
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "indexes-v3.sqlite"  # bump the number when the schema or the entry changes: an older one is left alone
 PACKET_TABLE = "\x00packets"  # ends the name of a local file's packet table (a NUL is in no path)
+MEMBER_TABLE = "\x00members"  # ends the name of a remote shard's member table (kept with the packet tables)
 BUSY_S = 60.0  # how long a writer waits for the others before giving up on a write
 # File system types (as /proc/mounts names them) whose hosts share no memory: no WAL there.
 NETWORK_FILE_SYSTEMS = frozenset(
@@ -184,6 +195,22 @@ class IndexStore:
             except sqlite3.Error as exc:
                 self._write_failed = True
                 log.warning("cannot write video indexes to %s (%s); they are kept in memory only", self.path, exc)
+
+    def shard_table(self, name: str) -> tuple[SourceKey, bytes] | None:
+        """The member table kept for the shard at URL ``name``: ``(shard key, table bytes)``, or None."""
+        record = self.get(name + MEMBER_TABLE)
+        if record is None:
+            return None
+        try:
+            size, version, _, offset = Record.parse_entry(record.entry)
+        except ValueError:
+            return None
+        return SourceKey(name, size, version), record.entry[offset:]
+
+    def keep_shard_table(self, key: SourceKey, table: bytes) -> None:
+        """Keep a remote shard's member table (``MemberTable.encode``) under its shard's key."""
+        written_ns = time.time_ns()
+        self.write([Record(key.name + MEMBER_TABLE, Record.entry_of(key, written_ns, table), written_ns)])
 
     def names(self) -> list[str]:
         """Every stored name, indexes and packet tables: for tests and tools, it reads the whole key set."""
@@ -314,7 +341,7 @@ def file_system(path: str | os.PathLike[str]) -> str:
 
 
 def _table(name: str) -> str:
-    return "packet_tables" if name.endswith(PACKET_TABLE) else "indexes"
+    return "packet_tables" if name.endswith((PACKET_TABLE, MEMBER_TABLE)) else "indexes"
 
 
 def _key(name: str) -> bytes:

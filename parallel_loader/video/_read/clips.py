@@ -55,7 +55,7 @@ def probe(path: VideoSource, *, rotate: bool = True, stream: int | None = None) 
     check_stream(stream)
     path = video_source(path)
     if is_url(path):  # OpenCV reads no object store: the header through the byte source
-        return probe_remote(os.fspath(path), rotate=rotate, stream=stream)
+        return probe_remote(os.fspath(path), default_index_cache(), rotate=rotate, stream=stream)
     return probe_local(path, rotate=rotate, stream=stream)
 
 

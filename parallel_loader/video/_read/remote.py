@@ -34,8 +34,9 @@ from .._base.errors import VideoDecodeError
 from .._base.facts import VideoIndex
 from .._base.info import VideoInfo
 from .._base.keys import Fetched, SourceKey, shown_url
-from .._bytes.objects import ObjectChanged, RemoteObject, remote_object
+from .._bytes.objects import ObjectChanged, RemoteObject
 from .._bytes.range_file import RangeFile, fetch_whole
+from .._bytes.remote_shards import remote_source
 from .._indexes.cache import IndexCache, index_remote
 from .._indexes.packet_table import PacketTable, kept_table
 from .._media.clip import Clip
@@ -59,7 +60,7 @@ def read_remote(
     stream: StreamChoice = None,
 ) -> np.ndarray:
     """The ``frames`` of a URL, in order: one ranged read per clip where the packet table allows (module docstring)."""
-    remote = remote_object(url)
+    remote = remote_source(url, cache.shard_tables)
     read = functools.partial(read_local, size=size, rotate=rotate, index_cache=cache, stream=stream)
     if not seek:
         return read(fetch_whole(remote, remote.key()), frames, seek=False)
@@ -109,11 +110,11 @@ def _read_span(remote: RemoteObject, key: SourceKey, index: VideoIndex, table: P
     return decode_span(table, index, clip, read)
 
 
-def probe_remote(url: str, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
+def probe_remote(url: str, cache: IndexCache, rotate: bool = True, stream: StreamChoice = None) -> VideoInfo:
     """``probe`` for a URL: the header read through a ``RangeFile`` (its tail first).
 
     With ``rotate`` the first frame is decoded for its display matrix: a quarter
     turn swaps width and height, as ``read_clip`` turns the frames.
     """
-    with av.open(RangeFile.open(url)) as container:
+    with av.open(RangeFile.open(remote_source(url, cache.shard_tables))) as container:
         return stream_info(container, chosen_stream(container, stream, shown_url(url)), rotate)

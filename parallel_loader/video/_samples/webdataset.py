@@ -7,7 +7,8 @@ A WebDataset shard is a tar file whose members are grouped into samples by
 member whose extension is ``video``, named ``tar://MEMBER::SHARD`` and read in
 place (``_bytes.tar_members``). Labels come from another member of the
 sample; ``webdataset_fields`` reads the others when they are wanted, one read
-each. Only local shards are read so far. See :doc:`/video/in_memory`.
+each. Shards at URLs are read in place too (``_bytes.remote_shards``): their
+member tables are kept in the index store. See :doc:`/video/in_memory`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ import re
 from collections.abc import Sequence
 
 from .._base.keys import is_url
+from .._bytes.objects import remote_object
+from .._bytes.remote_shards import remote_member_table
 from .._bytes.tar_members import MemberTable, member_table, member_url, split_member_url
+from .._indexes.cache import default_index_cache
 from .parsing import AnnotationError
 from .sample_list import SampleList, VideoSample
 
-__all__ = ["expand_braces", "shard_paths", "webdataset_fields", "webdataset_samples"]
+__all__ = ["expand_braces", "key_and_extension", "shard_paths", "webdataset_fields", "webdataset_samples"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +38,7 @@ _INT = ("cls", "cls2", "class", "count", "index", "inx", "id")
 _JSON = ("json", "jsn")
 _BRACES = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"(\d+)\.\.(\d+)")
+_NEAR = 64 << 10  # members of a remote shard this close are fetched in one read, the bytes between them included
 
 
 def webdataset_samples(
@@ -49,12 +54,14 @@ def webdataset_samples(
     A sample's path is ``tar://MEMBER::SHARD``: ``read_clip`` and
     ``VideoDataset`` read its clips from the shard, without unpacking it. Each
     shard's member table comes from a DALI or ``wids`` index beside it, else from
-    its tar headers, read once. A sample without its video, or without one of
-    ``fields``, is left out and counted in a warning. See :doc:`/video/in_memory`.
+    its tar headers, read once. A remote shard's is kept in the index store. A
+    sample without its video, or without one of ``fields``, is left out and
+    counted in a warning. See :doc:`/video/in_memory`.
 
     Args:
-        urls: local shards: a pattern with braces (``"train-{00000..00099}.tar"``),
-            a glob (``"train-*.tar"``), a path, or a list of these.
+        urls: shards: a pattern with braces (``"train-{00000..00099}.tar"``),
+            a glob (``"train-*.tar"``), a path, or a list of these. Shards at
+            URLs (``"s3://bucket/train-{00000..00099}.tar"``) take braces or a list.
         video: the extension of the video member (``"mp4"``, ``"avi"``...).
         label: where the label is: an extension whose member holds a class number
             or name (``"cls"``), or ``"EXTENSION:FIELD"``, a field of a JSON
@@ -68,9 +75,9 @@ def webdataset_samples(
         The samples, in shard order, then member order.
 
     Raises:
-        TypeError: ``urls`` names a remote shard (not read yet), or an argument has the wrong type.
+        TypeError: an argument has the wrong type.
         FileNotFoundError: a shard named without a pattern is not there.
-        ValueError: no shard matches ``urls``, or no sample has a ``video`` member.
+        ValueError: no shard matches ``urls``, a URL holds a glob, or no sample has a ``video`` member.
         AnnotationError: a label member is missing, malformed, or names an unknown class.
         VideoDecodeError: a shard is not an uncompressed tar file.
     """
@@ -85,9 +92,8 @@ def webdataset_samples(
     found: list[tuple[str, int | str, str]] = []  # (path, label as found, origin)
     counts = [0, 0]  # samples without their video, samples lacking a field
     for shard in shard_paths(urls):
-        table = member_table(shard)
-        with open(table.key.name, "rb") as file:  # one open for the shard's label members
-            found += _listed(table, file.fileno(), video, label_ext, label_field, fields, counts)
+        table = _table(shard)
+        found += _listed(shard, table, video, label_ext, label_field, fields, counts)
     without_video, lacking = counts
     if without_video:
         log.warning("%d samples of %s have no %r member and are left out", without_video, urls, video)
@@ -121,18 +127,19 @@ def webdataset_fields(path: str, fields: Sequence[str]) -> dict[str, object]:
     if split is None:
         raise ValueError(f"{path}: not a member of a shard (tar://MEMBER::SHARD, from webdataset_samples)")
     name, shard = split
-    key = _key_and_extension(name)[0]
-    table = member_table(shard)
-    return {ext: _decoded(ext, table.read(f"{key}.{ext}"), member_url(shard, name)) for ext in fields}
+    key = key_and_extension(name)[0]
+    names = [f"{key}.{ext}" for ext in fields]
+    data = _read_members(shard, _table(shard), names)
+    return {ext: _decoded(ext, data[n], member_url(shard, name)) for ext, n in zip(fields, names, strict=True)}
 
 
 def shard_paths(urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
-    """The absolute paths of the shards ``urls`` names (see ``webdataset_samples``), in order, each once.
+    """The shards ``urls`` names (see ``webdataset_samples``), in order, each once: absolute paths, or URLs.
 
     Raises:
-        TypeError: a URL names a remote shard, or ``urls`` is not a path, pattern or list.
-        FileNotFoundError: a shard named without a pattern is not there.
-        ValueError: no shard matches.
+        TypeError: ``urls`` is not a path, pattern or list.
+        FileNotFoundError: a local shard named without a pattern is not there.
+        ValueError: no shard matches, or a URL holds a glob.
     """
     patterns = [urls] if isinstance(urls, str | os.PathLike) else urls
     if not isinstance(patterns, Sequence) or not all(isinstance(p, str | os.PathLike) for p in patterns):
@@ -140,8 +147,11 @@ def shard_paths(urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]])
     shards: dict[str, None] = {}
     for pattern in patterns:
         pattern = os.fspath(pattern)
-        if is_url(pattern):
-            raise TypeError(f"{pattern}: remote shards cannot be read yet; give local shards (a path, glob or braces)")
+        if is_url(pattern):  # no glob and no check: listing a store costs requests, and a read finds a missing shard
+            if glob.has_magic(pattern.partition("?")[0].replace("{", "").replace("}", "")):
+                raise ValueError(f"{pattern}: shards at URLs are named by braces or a list, not a glob")
+            shards.update(dict.fromkeys(expand_braces(pattern)))
+            continue
         for each in expand_braces(pattern):
             matched = sorted(glob.glob(each)) if glob.has_magic(each) else [each]
             for path in matched:
@@ -170,28 +180,57 @@ def expand_braces(pattern: str) -> list[str]:
     return [expanded for choice in choices for expanded in expand_braces(head + choice + tail)]
 
 
-def _key_and_extension(name: str) -> tuple[str, str]:
+def key_and_extension(name: str) -> tuple[str, str]:
     """A member's sample key and extension: split at the first dot of its file name (WebDataset's rule)."""
     dot = name.find(".", name.rfind("/") + 1)
     return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
+
+
+def _table(shard: str) -> MemberTable:
+    """The member table of a local shard (``tar_members``) or of one at a URL (``remote_shards``, kept in the store)."""
+    if is_url(shard):
+        return remote_member_table(remote_object(shard), default_index_cache().shard_tables)
+    return member_table(shard)
+
+
+def _read_members(shard: str, table: MemberTable, names: Sequence[str]) -> dict[str, bytes]:
+    """The bytes of members ``names`` of a shard: neighbours in one read (``_NEAR`` bytes apart at most).
+
+    Raises:
+        FileNotFoundError: the shard has no member of one of those names.
+    """
+    spans = sorted((*table.find(n), n) for n in names)
+    if not is_url(shard):
+        with open(table.key.name, "rb") as file:
+            return {n: os.pread(file.fileno(), size, offset) for offset, size, n in spans}
+    remote = remote_object(shard)
+    found: dict[str, bytes] = {}
+    while spans:
+        group = [spans.pop(0)]
+        while spans and spans[0][0] - (group[-1][0] + group[-1][1]) <= _NEAR:
+            group.append(spans.pop(0))
+        start = group[0][0]
+        data = remote.read(table.key, start, group[-1][0] + group[-1][1])
+        found.update({n: data[offset - start : offset - start + size] for offset, size, n in group})
+    return found
 
 
 def _samples_of(table: MemberTable) -> dict[str, dict[str, str]]:
     """The shard's samples: key -> {extension: member name}, in member order."""
     samples: dict[str, dict[str, str]] = {}
     for name in table.members:
-        key, extension = _key_and_extension(name)
+        key, extension = key_and_extension(name)
         if extension and not os.path.basename(key).startswith("."):  # no extension, or a hidden file: no sample
             samples.setdefault(key, {})[extension] = name
     return samples
 
 
 def _listed(
-    table: MemberTable, fd: int, video: str, label_ext: str, label_field: str, fields: Sequence[str], counts: list[int]
+    url: str, table: MemberTable, video: str, label_ext: str, label_field: str, fields: Sequence[str], counts: list[int]
 ) -> list[tuple[str, int | str, str]]:
     """One shard's samples as ``(path, label as found, origin)``; ``counts`` adds those left out (see the caller)."""
-    shard = os.path.basename(table.key.name)
-    found = []
+    shard = url.rpartition("/")[2]
+    listed = []
     for key, members in _samples_of(table).items():
         name = members.get(video)
         if name is None:
@@ -200,20 +239,23 @@ def _listed(
         if any(f not in members for f in fields):
             counts[1] += 1
             continue
+        if label_ext and label_ext not in members:
+            raise AnnotationError(f"{shard}, sample {key}", f"has no {label_ext!r} member to take its label from")
+        listed.append((key, members))
+    shard_name = url if is_url(url) else table.key.name
+    labels = _read_members(url, table, [m[label_ext] for _, m in listed]) if label_ext else {}
+    found = []
+    for key, members in listed:
         raw: int | str = 0
         if label_ext:
-            raw = _label_of(table, fd, members, label_ext, label_field, f"{shard}, sample {key}")
-        found.append((member_url(table.key.name, name), raw, f"{shard}, member {name}"))
+            raw = _label_of(members[label_ext], labels[members[label_ext]], label_field, f"{shard}, sample {key}")
+        found.append((member_url(shard_name, members[video]), raw, f"{shard}, member {members[video]}"))
     return found
 
 
-def _label_of(table: MemberTable, fd: int, members: dict[str, str], ext: str, field: str, origin: str) -> int | str:
-    """A sample's label as found (a class number or a class name), read from the shard open at ``fd``."""
-    name = members.get(ext)
-    if name is None:
-        raise AnnotationError(origin, f"has no {ext!r} member to take its label from")
-    offset, size = table.find(name)
-    text = os.pread(fd, size, offset).decode("utf-8", "replace").strip()
+def _label_of(name: str, data: bytes, field: str, origin: str) -> int | str:
+    """A sample's label as found (a class number or a class name), from its member ``name``'s bytes."""
+    text = data.decode("utf-8", "replace").strip()
     if field:
         try:
             value = json.loads(text)[field]
