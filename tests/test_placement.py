@@ -78,8 +78,16 @@ def test_what_cannot_cross_falls_back_to_threads_with_one_log_line_saying_why(de
     with caplog.at_level(logging.INFO, logger=placement.__name__):
         assert training_placement(Locked(), None, None, name="locked") == (THREADS_DEFAULT, 0)
         assert training_placement(lambda: 1, None, None, name="stream") == (THREADS_DEFAULT, 0)
+        # What crosses with the data counts too: an unpicklable thread_init keeps the calls here.
+        assert training_placement(data.Arrays(), None, None, name="init", also=(Locked(),)) == (THREADS_DEFAULT, 0)
+        huge = data.Arrays(size=4700)  # each batch is 66 MB, but the function pickles small: it crosses
+        assert training_placement(huge, None, None, name="huge") == ("auto", "auto")
+        huge.table = np.zeros(placement.MAX_PAYLOAD + 1, np.uint8)  # a copy in every worker: stays here
+        assert training_placement(huge, None, None, name="big") == (THREADS_DEFAULT, 0)
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 2
+    assert len(lines) == 4
+    assert lines[2].startswith("init: decoding in loader threads") and "thread_init" in lines[2]
+    assert lines[3].startswith("big: decoding in loader threads") and "64 MiB" in lines[3]
     assert lines[0].startswith("locked: decoding in loader threads") and "cannot be pickled" in lines[0]
     assert lines[1].startswith("stream: decoding in loader threads") and "stream" in lines[1]
 
@@ -89,7 +97,9 @@ def test_the_environment_variable_chooses_threads_or_a_process_count(monkeypatch
     monkeypatch.setenv(placement.ENV, "0")
     assert training_placement(fn, None, None, name="t") == (THREADS_DEFAULT, 0)
     monkeypatch.setenv(placement.ENV, "3")
-    assert training_placement(fn, None, None, name="t") == ("auto", 3)
+    assert training_placement(fn, None, None, name="t") == (THREADS_DEFAULT, 3)  # as processes=3 given
+    with as_tf_dataset(data.Arrays(length=2)) as dataset:
+        assert (loader_of(dataset).processes, loader_of(dataset).num_threads) == (3, THREADS_DEFAULT)
     monkeypatch.setenv(placement.ENV, "many")
     with pytest.raises(ValueError, match="PARALLEL_LOADER_PROCESSES must be"):
         training_placement(fn, None, None, name="t")

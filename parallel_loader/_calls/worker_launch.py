@@ -29,10 +29,15 @@ import psutil
 
 __all__ = ["WorkerProcess", "dumps", "dumps_back", "worker_children"]
 
-# The worker's program: Ctrl-C is the consumer's, so it is ignored before anything else runs.
+# The worker's program, in the standard library alone until sys.path is the consumer's: the package is then
+# found as the consumer found it. Ctrl-C is the consumer's, so it is ignored before anything else runs.
 _BOOT = (
-    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-    "from parallel_loader._calls.worker_main import boot; boot()"
+    "import os, pickle, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+    "from multiprocessing.connection import Connection; "
+    "control = Connection(int(sys.argv[1]))\n"
+    "try: path, args = pickle.loads(control.recv_bytes())\n"
+    "except (EOFError, OSError): os._exit(0)\n"
+    "sys.path[:] = path; from parallel_loader._calls.worker_main import boot; boot(control, args)"
 )
 
 
@@ -91,14 +96,17 @@ class WorkerProcess:
             OSError: the interpreter could not be started.
         """
         fds = [end.fileno() for end in self._ends]
-        self._popen = subprocess.Popen(
-            # The interpreter's flags (-O, -X dev, -W) as multiprocessing passes them to its children.
-            [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", _BOOT, *map(str, fds)],
-            pass_fds=fds,
-            stdin=subprocess.DEVNULL,
-        )
-        for end in self._ends:
-            end.close()  # the worker holds them now: its death is a broken pipe here
+        try:
+            self._popen = subprocess.Popen(
+                # The interpreter's flags (-O, -X dev, -W) as multiprocessing passes them to its children.
+                [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", _BOOT, *map(str, fds)],
+                pass_fds=fds,
+                stdin=subprocess.DEVNULL,
+                process_group=0,  # a Ctrl-C at the terminal is the consumer's alone, even while a worker starts
+            )
+        finally:
+            for end in self._ends:
+                end.close()  # the worker holds them now: its death is a broken pipe here
         # sys.path first: what the payload names by reference is found as in this process.
         message = pickle.dumps((list(sys.path), self._boot), protocol=pickle.HIGHEST_PROTOCOL)
         with contextlib.suppress(OSError):  # it died at once: the lanes' broken pipes tell the loader threads

@@ -37,19 +37,12 @@ __all__ = ["WorkerSink", "boot", "worker_main"]
 Call = Callable[[int, int], Any]
 
 
-def boot() -> None:
-    """The worker's program: take the pipes named on the command line and what ``worker_main`` needs.
+def boot(control: Connection, args: tuple[Any, ...]) -> None:
+    """Run ``worker_main`` on the lanes named on the command line, once the boot message came on ``control``.
 
-    The first message on the control pipe holds the parent's ``sys.path`` and the
-    arguments of ``worker_main`` before the pipes (``worker_launch.WorkerProcess``).
+    ``args`` are the arguments of ``worker_main`` before the pipes (``worker_launch.WorkerProcess``).
     """
-    control, *lanes = (Connection(int(fd)) for fd in sys.argv[1:])
-    try:
-        path, args = pickle.loads(control.recv_bytes())
-    except (EOFError, OSError):
-        os._exit(0)  # the consumer closed before handing the work over
-    sys.path[:] = path
-    worker_main(*args, control, lanes)
+    worker_main(*args, control, [Connection(int(fd)) for fd in sys.argv[2:]])
 
 
 def worker_main(

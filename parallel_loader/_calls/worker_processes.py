@@ -303,12 +303,17 @@ class ProcessCalls:
 
     def _start(self, worker: _Worker) -> None:
         """Start (or replace) ``worker``'s process with a pickle of the yield function now. Lock held."""
+        payload = dumps((self._yield_fn, self._thread_init))  # before the pipes: a failure here leaves none open
         pipes = [multiprocessing.Pipe() for _ in range(self.num_threads + 1)]
-        payload = dumps((self._yield_fn, self._thread_init))
         skip = bool(getattr(self._report, "skip", False))
         boot = (payload, worker.number, worker.name, self._blocks.capacity, skip)
         process = WorkerProcess(worker.name, boot, pipes[0][1], [p[1] for p in pipes[1:]])
-        process.start(pipes[0][0])
+        try:
+            process.start(pipes[0][0])
+        except BaseException:
+            for ours, _ in pipes:
+                ours.close()  # start() closed the worker's ends
+            raise
         worker.process = process
         worker.control = pipes[0][0]
         worker.generation += 1

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 GIL_SHARE = 0.2  # the share of its busy time a video reader thread holds the GIL (17-20% measured)
 THREADS_DEFAULT = 4  # loader threads in this process when the calls stay here
+MAX_PAYLOAD = 64 << 20  # a source pickling to more stays in threads: each worker would hold a copy
 # "0" keeps the training default's calls in the trainer's process (to debug a yield function in
 # place); an int asks for that many processes; unset or "auto" sizes them from the cores.
 ENV = "PARALLEL_LOADER_PROCESSES"
@@ -58,7 +59,7 @@ def auto_placement(num_threads: int | None = None, cores: int | None = None) -> 
 
 
 def training_placement(
-    yield_fn: Any, num_threads: int | str | None, processes: int | str | None, *, name: str
+    yield_fn: Any, num_threads: int | str | None, processes: int | str | None, *, name: str, also: tuple[Any, ...] = ()
 ) -> tuple[int | str, int | str]:
     """``(num_threads, processes)`` for a training loader, as ``as_tf_dataset`` and ``Train`` settle them.
 
@@ -71,6 +72,7 @@ def training_placement(
         num_threads: as given (None: not given).
         processes: as given (None: not given).
         name: the loader's name, for the log line.
+        also: what crosses to the workers with ``yield_fn``: ``thread_init``, ``collate``.
 
     Raises:
         ValueError: the ``PARALLEL_LOADER_PROCESSES`` environment variable is not ``"auto"`` or an int.
@@ -86,19 +88,21 @@ def training_placement(
         raise ValueError(f'{ENV} must be "auto" or a number of worker processes (0: none), got {asked!r}')
     if asked == "0":
         return THREADS_DEFAULT, 0
-    why = _cannot_cross(yield_fn)
+    why = _cannot_cross(yield_fn, also)
     if why is not None:
         log.info("%s: decoding in loader threads of this process, not worker processes: %s", name, why)
         return THREADS_DEFAULT, 0
-    return "auto", "auto" if asked == "auto" else int(asked)
+    return ("auto", "auto") if asked == "auto" else (THREADS_DEFAULT, int(asked))
 
 
-def _cannot_cross(yield_fn: Any) -> str | None:
-    """Why ``yield_fn`` cannot be called in worker processes, or None if it can."""
+def _cannot_cross(yield_fn: Any, also: tuple[Any, ...]) -> str | None:
+    """Why ``yield_fn`` (with ``also``, what crosses with it) cannot go to worker processes, or None if it can."""
     if not hasattr(yield_fn, "__len__"):  # a sample dataset has no __call__: epoch_length would refuse it
         return "it is a stream (no __len__), which each process would read again"
     try:
-        dumps(yield_fn)
+        size = len(dumps((yield_fn, *also)))
     except Exception as exc:
-        return f"it cannot be pickled ({exc!r})"
+        return f"it, thread_init or collate cannot be pickled ({exc!r})"
+    if size > MAX_PAYLOAD:
+        return f"it pickles to {size / 2**20:.0f} MiB, which each worker process would hold a copy of"
     return None

@@ -187,7 +187,7 @@ def as_tf_dataset(
         # The dataset's one loader, made now so that bad arguments fail here rather than in
         # TensorFlow's generator thread; its threads start at the first iteration.
         num_threads, processes = training_placement(
-            source, num_threads, 0 if workers is not None else processes, name=name
+            source, num_threads, 0 if workers is not None else processes, name=name, also=(collate,)
         )
         loader = DataLoader(source, num_threads, max_len, shuffle, seed, ordered, name, batch_size=batch_size,
                             drop_last=drop_last, collate=collate, processes=processes, replicas=replicas or 1,

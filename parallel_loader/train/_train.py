@@ -165,7 +165,8 @@ class Train:
             ("test", test_yield, eval_threads, batching),
         ):
             if data_set is not None:
-                nthread, place = training_placement(data_set, nthread, processes, name=f"{name}-loader")
+                also = (thread_init, collate)  # what crosses to the workers with the data
+                nthread, place = training_placement(data_set, nthread, processes, name=f"{name}-loader", also=also)
                 self._specs[name] = (data_set, nthread, {**kwargs, "processes": place})
         self.num_threads = self._specs["train"][1]
         self.eval_num_threads = next((spec[1] for name, spec in self._specs.items() if name != "train"), eval_threads)
