@@ -58,7 +58,7 @@ def dumps_back(obj: Any) -> bytes:
     """
     try:
         return bytes(ForkingPickler.dumps(obj))
-    except (pickle.PicklingError, AttributeError, TypeError):
+    except Exception:  # PicklingError, or whatever a __reduce__ raises: cloudpickle may still manage
         return dumps(obj)
 
 
