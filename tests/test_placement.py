@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 
-from parallel_loader import DataLoader, Train, as_tf_dataset
+from parallel_loader import DataLoader, ThreadTuner, Train, as_tf_dataset
 from parallel_loader._calls.worker_launch import worker_children
 from parallel_loader._loader import placement
 from parallel_loader._loader.placement import THREADS_DEFAULT, auto_placement, training_placement
@@ -112,6 +112,10 @@ def test_a_data_loader_with_processes_auto_sizes_both_from_the_cores():
     assert got == list(range(6))
     with pytest.raises(ValueError, match="both say where the calls run"):
         DataLoader(data.Arrays(), processes="auto", workers=object())
+    with pytest.raises(ValueError, match="tunes the threads of this process"):
+        DataLoader(data.Arrays(), processes="auto", num_threads=ThreadTuner())
+    with pytest.raises(TypeError, match="num_threads must be"):
+        DataLoader(data.Arrays(), processes="auto", num_threads="many")
 
 
 def test_a_plain_data_loader_keeps_its_calls_in_this_process(default):

@@ -130,7 +130,10 @@ class LoaderOptions:
         if processes == "auto":
             if workers is not None:
                 raise ValueError('processes="auto" and workers=RayWorkers(...) both say where the calls run')
-            processes, num_threads = auto_placement(None if num_threads in (None, "auto") else num_threads)
+            given = num_threads if isinstance(num_threads, int) else None
+            processes, sized = auto_placement(given)
+            if num_threads in (None, "auto"):
+                num_threads = sized  # anything else is checked, and refused, below as for processes=P
         elif num_threads is None:
             num_threads = THREADS_DEFAULT
         tuner = _tuner(num_threads, min_threads, max_threads, telemetry)
