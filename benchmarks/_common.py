@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -232,3 +233,22 @@ def _version(dist: str) -> str:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+def run_job(module: str, job: dict[str, Any], what: str, timeout: float, env: dict[str, str] | None = None) -> Any:
+    """Run ``python -m MODULE --job JSON`` in a fresh process and return the JSON its last line prints.
+
+    ``what`` names the run in the error raised when it fails; ``env`` is added to this process's environment.
+    """
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--job", json.dumps(job)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=os.environ | (env or {}),
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

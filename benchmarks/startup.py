@@ -35,17 +35,14 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, write_json
+from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, run_job, write_json
 from ._resources import trace_video_opens
-from ._workloads import REPO
 
 __all__ = ["main"]
 
@@ -137,17 +134,8 @@ def run_once(job: dict[str, Any]) -> dict[str, Any]:
 
 def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="startup_index_") as store:
-        done = subprocess.run(
-            [sys.executable, "-m", "benchmarks.startup", "--job", json.dumps(job)],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-            env=os.environ | {"PARALLEL_LOADER_VIDEO_INDEX": store},
-        )
-    if done.returncode != 0:
-        raise RuntimeError(f"a run of {job['rows']} rows failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        what = f"a run of {job['rows']} rows"
+        return run_job("benchmarks.startup", job, what, 1800, {"PARALLEL_LOADER_VIDEO_INDEX": store})
 
 
 def _sources(folder: Path) -> list[Path]:

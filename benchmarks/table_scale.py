@@ -27,8 +27,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -39,9 +37,8 @@ import numpy as np
 
 from parallel_loader import YieldFunction
 
-from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, write_json
+from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, run_job, write_json
 from ._resources import trace_video_opens
-from ._workloads import REPO
 
 __all__ = ["TouchSamples", "main"]
 
@@ -177,17 +174,8 @@ def _memory(pids: list[int], psutil: Any) -> dict[str, list[float]]:
 
 
 def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.table_scale", "--job", json.dumps(job)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=os.environ | {"PARALLEL_LOADER_VIDEO_INDEX": "off"},
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"a run of {job['table']} failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    what = f"a run of {job['table']}"
+    return run_job("benchmarks.table_scale", job, what, 1800, {"PARALLEL_LOADER_VIDEO_INDEX": "off"})
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:

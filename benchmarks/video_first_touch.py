@@ -27,8 +27,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from fractions import Fraction
@@ -40,7 +38,7 @@ import numpy as np
 
 from parallel_loader.video import IndexCache, read_clip
 
-from ._common import add_out_argument, format_table, make_parser, write_report
+from ._common import add_out_argument, format_table, make_parser, run_job, write_report
 from ._workloads import REPO
 from .video_decode import _scene
 
@@ -133,17 +131,7 @@ def run_round(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _in_fresh_process(job: dict[str, Any]) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.video_first_touch", "--job", json.dumps(job)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"a round failed:\n{done.stderr}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_job("benchmarks.video_first_touch", job, "a round", 600)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
