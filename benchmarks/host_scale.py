@@ -4,7 +4,10 @@ Four parts (``--parts``, all by default), over ``VideoDataset`` on the UCF101-li
 XviD AVIs of ``video_cold`` (100 by default; 16 frames at stride 2, 112x112,
 uint8, batches of 4, shuffled). One untimed epoch first fills an index store, so
 every run reads warm. Each run is a fresh dataset and loader; its first
-``--skip`` batches are not timed (the workers' start, each file's index read).
+``--skip`` batches are not timed: by default one epoch and 4 batches. So every
+placement is timed in its steady state, as a run of days is. Threads in the
+trainer find each file's packet table already decoded in the process (the filling
+epoch left it there); a new worker decodes each once in its first epoch.
 
 * ``tax``: a stand-in trainer takes each batch: ``--python-ms`` of pure Python
   (a fixed loop, holding the GIL), then ``--wait-ms`` asleep (outside the GIL, as
@@ -535,7 +538,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--videos", type=int, default=100, help="UCF101-like videos (video_cold's set)")
     parser.add_argument("--batches", type=int, default=50, help="batches timed per tax and hop run")
     parser.add_argument("--sweep-batches", type=int, default=50, help="batches timed per sweep run")
-    parser.add_argument("--skip", type=int, default=4, help="untimed batches at each run's start")
+    parser.add_argument("--skip", type=int, default=None,
+                        help="untimed batches at each run's start (default: one epoch and 4 batches)")  # fmt: skip
     parser.add_argument("--python-ms", type=float, default=3.0, help="the stand-in step's pure Python")
     parser.add_argument("--wait-ms", type=float, default=10.0, help="the stand-in step's wait outside the GIL")
     parser.add_argument("--hop-wait-ms", type=float, default=40.0, help="the wait of the hop part's step")
@@ -554,6 +558,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     add_out_argument(parser)
     add_noise_arguments(parser)
     args = parser.parse_args(argv)
+    if args.skip is None:
+        args.skip = -(-args.videos // args.batch_size) + 4
     report: dict[str, Any] = {"load_average": list(psutil.getloadavg())}
     print(f"load average at the start: {' '.join(f'{x:.1f}' for x in report['load_average'])}")
     with tempfile.TemporaryDirectory(prefix="host_scale_index_") as store:
