@@ -194,6 +194,33 @@ def test_a_dataset_over_remote_shards_gives_the_loose_files_batches(server, shar
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
+def test_captions_arrive_with_their_clips_each_one_ranged_read_of_the_caption_alone(server, tmp_path):
+    """A warm epoch with captions costs one request a clip more than one without, and the captions' bytes alone."""
+    proxy, pattern = server[1], server[2]
+    samples = webdataset_samples(pattern, "mp4", "cls", fields=["txt"])
+    options = dict(clip_len=CLIP_LEN, batch_size=3, size=(24, 32), train=False, return_index=True)
+
+    def epoch(data: VideoDataset) -> tuple[list[tuple], int, int]:  # made here: a loader may start the next epoch
+        proxy.reset()
+        return [data(i) for i in range(len(data))], proxy.requests, proxy.bytes
+
+    plain = VideoDataset(samples, **options, fields=(), index_cache=IndexCache(tmp_path))
+    captioned = VideoDataset(samples, **options, index_cache=IndexCache(tmp_path))
+    epoch(plain)  # every member indexed
+    plain_batches, plain_requests, plain_bytes = epoch(plain)
+    batches, requests, sent = epoch(captioned)
+    print(f"{server[0]}: a warm epoch of {len(samples)} clips, {plain_requests} requests, {requests} with captions")
+    captions = []
+    for (clips, labels, indices, fields), plain_batch in zip(batches, plain_batches, strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip((clips, labels, indices), plain_batch, strict=True))
+        numbers = [int(captioned.samples[i][0][6:12]) for i in indices.tolist()]
+        assert fields["txt"].tolist() == [f"a caption of video {v}" for v in numbers]
+        captions += fields["txt"].tolist()
+    assert len(captions) == len(samples)
+    assert requests - plain_requests == len(samples)
+    assert sent - plain_bytes == sum(len(c.encode()) for c in captions)
+
+
 def test_a_member_table_is_made_in_few_reads_and_kept_in_the_store(server, tmp_path, monkeypatch):
     """With blocks of 64 KiB, a shard's headers take a few reads, far fewer than its members; the store keeps it."""
     name, proxy, pattern, _ = server

@@ -162,12 +162,11 @@ def test_a_dataset_over_shards_gives_the_loose_files_batches_with_their_captions
     from_shards, shard_batches = batches(samples, "shards")
     _, loose_batches = batches(rows, "loose")
     assert len(shard_batches) == len(loose_batches) == 7
-    for (clips, labels, index), loose_batch in zip(shard_batches, loose_batches, strict=True):
+    for (clips, labels, index, fields), loose_batch in zip(shard_batches, loose_batches, strict=True):
         assert np.array_equal(clips, loose_batch[0])
         assert np.array_equal(labels, loose_batch[1]) and np.array_equal(index, loose_batch[2])
-        for clip, i in zip(clips, index.tolist(), strict=True):
-            path = from_shards.samples[i][0]
-            caption = webdataset_fields(path, ["txt"])["txt"]
+        for clip, i, caption in zip(clips, index.tolist(), fields["txt"], strict=True):  # in the batch
+            assert caption == webdataset_fields(from_shards.samples[i][0], ["txt"])["txt"]
             assert caption == f"a caption of video {video_id(clip)}"
 
 

@@ -302,11 +302,12 @@ def infer_signature(batch: Any) -> Any:
     """The ``tf.TensorSpec`` structure of a batch, with the first dimension of each array left unknown.
 
     Arrays (and numbers) become ``TensorSpec``; tuples, lists and dicts keep their
-    structure. The first dimension is left as ``None`` because the last batch of
-    an epoch may be smaller.
+    structure. An array of ``str`` or ``bytes`` objects (a WebDataset caption a
+    clip) becomes ``tf.string``. The first dimension is left as ``None`` because
+    the last batch of an epoch may be smaller.
 
     Raises:
-        TypeError: a part of the batch cannot be a tensor (e.g. an object array or ``None``).
+        TypeError: a part of the batch cannot be a tensor (e.g. an object array of dicts, or ``None``).
     """
     import tensorflow as tf
 
@@ -315,11 +316,12 @@ def infer_signature(batch: Any) -> Any:
     if isinstance(batch, tuple | list):
         return tuple(infer_signature(value) for value in batch)
     array = np.asarray(batch)
-    if array.dtype == object or array.dtype.kind not in "biufcUS":
+    text = array.dtype == object and array.ndim > 0 and all(isinstance(v, str | bytes) for v in array.flat)
+    if not text and (array.dtype == object or array.dtype.kind not in "biufcUS"):
         raise TypeError(
             f"cannot make a tensor of a batch part of type {type(batch).__name__} (dtype {array.dtype}); "
-            "batches must be arrays, numbers, or tuples/lists/dicts of them"
+            "batches must be arrays, numbers, arrays of str or bytes, or tuples/lists/dicts of them"
         )
     shape = (None, *array.shape[1:]) if array.ndim else ()
-    dtype = tf.string if array.dtype.kind in "US" else tf.as_dtype(array.dtype)
+    dtype = tf.string if text or array.dtype.kind in "US" else tf.as_dtype(array.dtype)
     return tf.TensorSpec(shape=shape, dtype=dtype)

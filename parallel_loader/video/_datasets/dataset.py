@@ -26,6 +26,7 @@ from .._samples.sample_list import SampleList
 from .._samples.sampling import Sampling
 from .checks import check_arguments, class_names, sample_list_of, usable
 from .draws import EpochDraws, Weights, check_order, check_weights
+from .fields import BatchFields
 from .outputs import BatchTransform, Labels, Outputs, Transform
 from .reader import SampleReader, SampleView
 from .replacing import BadSamples, load
@@ -38,8 +39,8 @@ __all__ = ["VideoDataset"]
 class VideoDataset(YieldFunction):
     """Batches of clips and labels from a list of samples: whole videos or segments of them.
 
-    A batch is ``(clips, labels)``, or ``(clips, labels, indices)`` with ``return_index``. Clips have
-    shape ``(batch, clip_len, height, width, 3)``; labels are ``int64`` of shape ``(batch,)``, or one-hot.
+    A batch is ``(clips, labels)``, then ``indices`` with ``return_index``, then a dict of ``fields`` if any. Clips
+    have shape ``(batch, clip_len, height, width, 3)``; labels are ``int64`` of shape ``(batch,)``, or one-hot.
     With several labels a sample, ``labels`` is a tuple of such arrays, one a head. With ``num_clips`` or
     ``num_crops``, clips gain a views axis after the batch axis. Training shuffles the samples each epoch
     and augments each clip at random. Evaluation takes each sample once, in order, with centred clips and
@@ -95,6 +96,8 @@ class VideoDataset(YieldFunction):
         order: ``"global"`` shuffles all samples each epoch; ``"shards"`` shuffles the tar shards,
             then each shard's samples within ``shard_window`` positions.
         shard_window: positions shuffled together with ``order="shards"``.
+        fields: members of each WebDataset sample that its batch carries (``{"txt": array}``). ``None`` takes
+            the list's (``webdataset_samples(fields=...)``); ``()`` none. See :doc:`/video/in_memory`.
 
     Raises:
         TypeError: an argument has the wrong type.
@@ -147,6 +150,7 @@ class VideoDataset(YieldFunction):
         short_clips: ShortClips = "loop",
         order: Literal["global", "shards"] = "global",
         shard_window: int = 64,
+        fields: Sequence[str] | None = None,
     ) -> None:
         self.stream, self.fps = check_timing(stream, fps, sampling, stride)
         self.resize, self.short_clips = resize, check_short_clips(short_clips)
@@ -160,6 +164,7 @@ class VideoDataset(YieldFunction):
         order = check_order(order, shard_window, weights, samples_per_epoch)
         augment = augment_of(augment, scale, args.size, resize)
         samples, listed = sample_list_of(samples, classes, exclude)
+        self._fields = BatchFields(fields, samples)  # what each clip's sample gives beside it: captions, JSON
         self.batch_size = args.batch_size
         self.clip_len = args.clip_len
         self.stride = args.stride
@@ -284,10 +289,11 @@ class VideoDataset(YieldFunction):
     def _batch(self, index: int, epoch: int, order: np.ndarray | None) -> tuple[np.ndarray, ...]:
         if not 0 <= index < len(self):
             raise IndexError(f"batch index {index} out of range for {len(self)} batches")
-        chosen = self._chosen(index, order)
+        chosen = _places(index, self.batch_size, order, len(self._list))
         views = () if self.views is None else (self.views,)
         clips = np.empty((len(chosen), *views, self.clip_len, *self.size, 3), dtype=self.dtype)
         decoded = np.empty(len(chosen), dtype=np.int64)  # the sample decoded for each place, or -1
+        values = []  # the fields of each sample decoded
         for k, (position, sample) in enumerate(chosen):
             got = load(
                 clips[k],
@@ -301,14 +307,17 @@ class VideoDataset(YieldFunction):
                 position=position,
                 index=position // self.batch_size,
                 replace=self.train,
+                fields=self._fields,
             )
-            decoded[k] = -1 if got is None else got
+            decoded[k] = -1 if got is None else got[0]
+            values += [] if got is None else [got[1]]
         kept = decoded >= 0
         if not kept.all():  # evaluation: a bad sample is left out, never another counted twice
             clips, decoded = clips[kept], decoded[kept]
         labels = self._list.labels_at(decoded).astype(np.int64)
         positions = [p for (p, _), k in zip(chosen, kept, strict=True) if k]
-        return self._outputs.finish(clips, decoded, labels, positions, epoch, index)
+        fields = self._fields.stacked(values) if self._fields else None
+        return self._outputs.finish(clips, decoded, labels, positions, epoch, index, fields)
 
     def on_epoch_begin(self, epoch: int) -> None:
         """Called by the DataLoader before the first call of ``epoch``: make that epoch's batches from now on."""
@@ -317,7 +326,8 @@ class VideoDataset(YieldFunction):
     def error_context(self, index: int) -> dict[str, Any]:
         """Return the files of batch ``index`` in the current epoch, for the loader's error records."""
         epoch, order = self._state
-        return {"epoch": epoch, "paths": [self._list.path(sample) for _, sample in self._chosen(index, order)]}
+        chosen = _places(index, self.batch_size, order, len(self._list))
+        return {"epoch": epoch, "paths": [self._list.path(sample) for _, sample in chosen]}
 
     def set_error_sink(self, sink: Callable[[int | None, BaseException, dict[str, Any]], None] | None) -> None:
         """Report each draw of a bad file replaced while making batches to ``sink(index, exc, context)``.
@@ -370,15 +380,16 @@ class VideoDataset(YieldFunction):
             f"batch_size={self.batch_size} skipped={len(self.skipped)}"
         )
 
-    def _chosen(self, index: int, order: np.ndarray | None) -> list[tuple[int, int]]:
-        """Return batch ``index``'s ``(position, sample)`` pairs; a short last batch is topped up in training."""
-        positions = range(index * self.batch_size, (index + 1) * self.batch_size)
-        if order is not None:
-            return [(p, int(order[p % len(order)])) for p in positions]
-        return [(p, p) for p in positions if p < len(self._list)]
-
     def _order(self, epoch: int) -> np.ndarray | None:
         """Return the sample at each position of training epoch ``epoch``; ``None`` (listed order) for evaluation."""
         if not self.train:
             return None
         return self._draws.order(self.seed, epoch)
+
+
+def _places(index: int, batch_size: int, order: np.ndarray | None, count: int) -> list[tuple[int, int]]:
+    """Return batch ``index``'s ``(position, sample)`` pairs of ``count`` samples; training tops up a short last one."""
+    positions = range(index * batch_size, (index + 1) * batch_size)
+    if order is not None:
+        return [(p, int(order[p % len(order)])) for p in positions]
+    return [(p, p) for p in positions if p < count]

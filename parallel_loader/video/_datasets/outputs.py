@@ -1,7 +1,8 @@
-"""What a ``VideoDataset`` does to a batch once its clips are decoded: transforms, labels and indices.
+"""What a ``VideoDataset`` does to a batch once its clips are decoded: transforms, labels, indices and fields.
 
 ``Outputs`` holds the per-clip ``transform``, the ``batch_transform``, the form
-of the labels and whether the batch carries its samples' indices. With several
+of the labels and whether the batch carries its samples' indices. It puts a
+WebDataset sample's fields (``fields``) last. With several
 labels a sample, the labels are a tuple of arrays, one a head, each in that form. Each
 transform gets its own generator from ``seeds``: a clip's from its place in the
 epoch, a batch's from its index. So the batch is the same whichever thread or
@@ -79,11 +80,19 @@ class Outputs:
         self.seed = seed
 
     def finish(
-        self, clips: np.ndarray, samples: np.ndarray, labels: np.ndarray, positions: list[int], epoch: int, index: int
-    ) -> tuple[np.ndarray, ...]:
-        """Return batch ``index`` of ``epoch``: ``(clips, labels)``, then the samples' indices if asked.
+        self,
+        clips: np.ndarray,
+        samples: np.ndarray,
+        labels: np.ndarray,
+        positions: list[int],
+        epoch: int,
+        index: int,
+        fields: dict[str, np.ndarray] | None = None,
+    ) -> tuple[Any, ...]:
+        """Return batch ``index`` of ``epoch``: ``(clips, labels)``, the samples' indices if asked, then ``fields``.
 
-        With several heads, ``labels`` is a tuple of one array a head.
+        With several heads, ``labels`` is a tuple of one array a head. A batch
+        transform mixes clips and labels only: each clip keeps its own sample's fields.
 
         Args:
             clips: the decoded clips, changed in place by ``transform``.
@@ -92,6 +101,7 @@ class Outputs:
             positions: each clip's place in the epoch.
             epoch: the epoch.
             index: the batch's index.
+            fields: each clip's sample's fields, one array an extension; ``None`` for none.
 
         Raises:
             ValueError: a transform returned the wrong shape or structure.
@@ -114,7 +124,8 @@ class Outputs:
             if np.shape(new_clips) != clips.shape:
                 raise ValueError(f"batch_transform changed the clips' shape {clips.shape} to {np.shape(new_clips)}")
             clips = np.asarray(new_clips).astype(clips.dtype, casting="same_kind", copy=False)
-        return (clips, encoded, samples) if self.return_index else (clips, encoded)
+        batch = (clips, encoded, samples) if self.return_index else (clips, encoded)
+        return batch if fields is None else (*batch, fields)
 
     def _encoded(self, labels: np.ndarray, count: int) -> np.ndarray:
         """One head's labels in the form asked: ints as they are, or one-hot over its ``count`` classes, smoothed."""

@@ -1,8 +1,9 @@
 """Bad samples of a ``VideoDataset``: kept in quarantine, reported, and replaced in their batch.
 
 ``BadSamples`` holds what the dataset knows of its bad samples. ``load`` reads
-one sample into a batch. With ``on_error="skip"``, or in a loader that skips,
-it replaces a bad sample by another one drawn from the clip's seed. In
+one sample into a batch: its clips, then its fields (``fields``). With
+``on_error="skip"``, or in a loader that skips, it replaces a bad sample by
+another one drawn from the clip's seed. In
 evaluation it leaves the sample out instead, so that no video counts twice. The outcome
 depends only on which samples are bad, not on which thread found them first.
 See :doc:`/video/datasets`.
@@ -21,6 +22,7 @@ from ..._faults.quarantine import Quarantine, lasting
 from .._base.errors import VideoDecodeError
 from .._indexes.cache import IndexCache
 from .._samples.sample_list import SampleList
+from .fields import BatchFields
 from .reader import SampleReader, Video, listed
 from .seeds import clip_rng
 
@@ -116,12 +118,14 @@ def load(
     position: int,
     index: int,
     replace: bool = True,
-) -> int | None:
+    fields: BatchFields | None = None,
+) -> tuple[int, tuple[object, ...]] | None:
     """Decode sample ``sample`` into ``out``, or a replacement for it when it is bad and ``bad`` skips.
 
     Attempt ``k`` draws from ``clip_rng(seed, epoch, position, k)``; each attempt
     after the first draws its sample too. A sample known to be bad fails its
     attempt without a decode. A failure that may pass is replaced, but not quarantined.
+    The sample decoded gives its ``fields`` too: one whose members cannot be read is bad.
 
     Args:
         out: where the sample's clips go.
@@ -135,9 +139,10 @@ def load(
         position: the sample's place in the epoch.
         index: the batch's index, for the reports.
         replace: draw a replacement for a bad sample (training), or leave it out (evaluation).
+        fields: the members read with each clip, or ``None``.
 
     Returns:
-        The index of the sample decoded, a replacement's if it was replaced;
+        The index of the sample decoded (a replacement's if it was replaced) and its fields' values;
         ``None`` for a bad sample left out (``replace=False``).
 
     Raises:
@@ -176,9 +181,10 @@ def load(
                     key = video.key
                     raise VideoDecodeError(video.path, lacking)
                 reader.decode_into(out, rng, video, first, stop, cache)
+                values = fields.read(video.path, cache) if fields else ()
                 if replaced is not None:
                     bad.replacements.append((epoch, position, replaced))
-                return sample
+                return sample, values
             except (VideoDecodeError, OSError) as exc:  # the file may go away after construction
                 if not bad.skipping():
                     if isinstance(exc, VideoDecodeError) and video.origin:

@@ -253,10 +253,13 @@ class SampleList(Sequence[VideoSample]):
 
     Attributes:
         classes: the class names; a sample's ``label`` indexes this.
+        fields: the extensions of the members of a WebDataset sample that come with its clip in a batch
+            (``webdataset_samples``' ``fields``); empty for other lists.
     """
 
     classes: tuple[str, ...] | tuple[tuple[str, ...], ...]
     _columns: _Columns
+    fields: tuple[str, ...] = ()
 
     def __init__(self, classes: Sequence[str] | Sequence[Sequence[str]], samples: Iterable[VideoSample]) -> None:
         samples = list(samples)
@@ -268,9 +271,9 @@ class SampleList(Sequence[VideoSample]):
         self.classes, self._columns = built.classes, built._columns
 
     @classmethod
-    def _of(cls, classes: tuple[str, ...], columns: _Columns) -> SampleList:
+    def _of(cls, classes: tuple[str, ...], columns: _Columns, fields: tuple[str, ...] = ()) -> SampleList:
         made = cls.__new__(cls)
-        made.classes, made._columns = classes, columns
+        made.classes, made._columns, made.fields = classes, columns, fields
         return made
 
     @property
@@ -345,7 +348,7 @@ class SampleList(Sequence[VideoSample]):
 
     def keep(self, mask: np.ndarray) -> SampleList:
         """The samples where ``mask`` (a bool array, one per sample) is true, with the same classes."""
-        return SampleList._of(self.classes, self._columns.take(np.flatnonzero(mask)))
+        return SampleList._of(self.classes, self._columns.take(np.flatnonzero(mask)), self.fields)
 
     def __len__(self) -> int:
         return len(self._columns.labels)
@@ -360,12 +363,9 @@ class SampleList(Sequence[VideoSample]):
         n = len(self)
         if isinstance(i, slice):
             start, stop, step = i.indices(n)
-            if step == 1:
-                return SampleList._of(self.classes, self._columns.take(slice(start, max(start, stop))))
-            return SampleList._of(self.classes, self._columns.take(np.arange(start, stop, step)))
-        i = int(i)
-        if i < 0:
-            i += n
+            chosen = slice(start, max(start, stop)) if step == 1 else np.arange(start, stop, step)
+            return SampleList._of(self.classes, self._columns.take(chosen), self.fields)
+        i = _index(i, n)
         if not 0 <= i < n:
             raise IndexError(f"sample {i} is out of range: the list has {n}")
         return VideoSample(self.path(i), self.label(i), *self.segment(i), self.origin(i))
@@ -377,7 +377,7 @@ class SampleList(Sequence[VideoSample]):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SampleList):
             return NotImplemented
-        if self.classes != other.classes or len(self) != len(other):
+        if (self.classes, self.fields) != (other.classes, other.fields) or len(self) != len(other):
             return False
         if self._columns.same_as(other._columns):
             return True  # the same columns: no sample need be made

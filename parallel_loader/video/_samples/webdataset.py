@@ -6,9 +6,10 @@ A WebDataset shard is a tar file whose members are grouped into samples by
 ``000123``'s video, caption and metadata. Each sample of the list is the
 member whose extension is ``video``, named ``tar://MEMBER::SHARD`` and read in
 place (``_bytes.tar_members``). Labels come from another member of the
-sample; ``webdataset_fields`` reads the others when they are wanted, one read
-each. Shards at URLs are read in place too (``_bytes.remote_shards``): their
-member tables are kept in the index store. See :doc:`/video/in_memory`.
+sample. The list's ``fields`` name the members that come with each clip in a
+batch; ``sample_members`` reads them, as ``webdataset_fields`` does. Shards at
+URLs are read in place too (``_bytes.remote_shards``): their member tables are
+kept in the index store. See :doc:`/video/in_memory`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,20 @@ from .._base.keys import is_url
 from .._bytes.objects import remote_object
 from .._bytes.remote_shards import remote_member_table
 from .._bytes.tar_members import MemberTable, member_table, member_url, split_member_url
-from .._indexes.cache import default_index_cache
+from .._indexes.cache import IndexCache, default_index_cache
 from .parsing import AnnotationError
 from .sample_list import SampleList, VideoSample
 
-__all__ = ["expand_braces", "key_and_extension", "shard_paths", "webdataset_fields", "webdataset_samples"]
+__all__ = [
+    "batch_value",
+    "check_fields",
+    "expand_braces",
+    "key_and_extension",
+    "sample_members",
+    "shard_paths",
+    "webdataset_fields",
+    "webdataset_samples",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +66,8 @@ def webdataset_samples(
     shard's member table comes from a DALI or ``wids`` index beside it, else from
     its tar headers, read once. A remote shard's is kept in the index store. A
     sample without its video, or without one of ``fields``, is left out and
-    counted in a warning. See :doc:`/video/in_memory`.
+    counted in a warning. ``VideoDataset`` batches carry the ``fields`` members
+    of each clip's sample, last. See :doc:`/video/in_memory`.
 
     Args:
         urls: shards: a pattern with braces (``"train-{00000..00099}.tar"``),
@@ -66,13 +77,13 @@ def webdataset_samples(
         label: where the label is: an extension whose member holds a class number
             or name (``"cls"``), or ``"EXTENSION:FIELD"``, a field of a JSON
             member (``"json:label"``). ``None`` gives every sample label 0.
-        fields: extensions of the other members each sample must have
-            (``"txt"``, ``"json"``...); read them with ``webdataset_fields``.
+        fields: lists the members returned with each sample: captions (``"txt"``),
+            JSON, or other bytes. A ``VideoDataset`` over the list carries them in each batch.
         classes: class names in label order. Without them, number labels name
             their classes ``"0"``, ``"1"``, ...; name labels are sorted.
 
     Returns:
-        The samples, in shard order, then member order.
+        The samples, in shard order, then member order; their ``fields`` are ``fields``.
 
     Raises:
         TypeError: an argument has the wrong type.
@@ -84,8 +95,7 @@ def webdataset_samples(
     for name, value in (("video", video), ("label", label)):
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"{name} must be an extension such as 'mp4' or 'cls', got {value!r}")
-    if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
-        raise TypeError(f"fields must be a list of extensions, such as ['txt', 'json'], got {fields!r}")
+    fields = check_fields(fields)
     if isinstance(classes, str):
         raise TypeError(f"classes must be a list of names, got the single string {classes!r}: pass [{classes!r}]")
     label_ext, _, label_field = (label or "").partition(":")
@@ -102,7 +112,9 @@ def webdataset_samples(
     if not found:
         raise ValueError(f"no sample of {urls} has a member with extension {video!r}")
     names, numbers = _classes(found, classes, label is not None)
-    return SampleList(names, [VideoSample(p, n, origin=o) for (p, _, o), n in zip(found, numbers, strict=True)])
+    samples = SampleList(names, [VideoSample(p, n, origin=o) for (p, _, o), n in zip(found, numbers, strict=True)])
+    samples.fields = fields
+    return samples
 
 
 def webdataset_fields(path: str, fields: Sequence[str]) -> dict[str, object]:
@@ -120,6 +132,31 @@ def webdataset_fields(path: str, fields: Sequence[str]) -> dict[str, object]:
         Each extension's member, decoded.
 
     Raises:
+        TypeError: ``fields`` is not a list of extensions.
+        ValueError: ``path`` is not a tar member's URL.
+        FileNotFoundError: the sample has no member of an extension asked for.
+    """
+    return {ext: _decoded(ext, data, path) for ext, data in sample_members(path, check_fields(fields)).items()}
+
+
+def check_fields(fields: object) -> tuple[str, ...]:
+    """``fields`` as a tuple of extensions.
+
+    Raises:
+        TypeError: ``fields`` is not a list of non-empty strings.
+    """
+    listed = isinstance(fields, Sequence) and not isinstance(fields, str | bytes)
+    if not listed or not all(isinstance(f, str) and f for f in fields):
+        raise TypeError(f"fields must be a list of extensions, such as ['txt', 'json'], got {fields!r}")
+    return tuple(fields)
+
+
+def sample_members(path: str, fields: Sequence[str], cache: IndexCache | None = None) -> dict[str, bytes]:
+    """The bytes of the members ``fields`` of a sample's shard (see ``webdataset_fields``), neighbours in one read.
+
+    ``cache`` keeps a remote shard's member table (default: ``default_index_cache()``).
+
+    Raises:
         ValueError: ``path`` is not a tar member's URL.
         FileNotFoundError: the sample has no member of an extension asked for.
     """
@@ -129,8 +166,17 @@ def webdataset_fields(path: str, fields: Sequence[str]) -> dict[str, object]:
     name, shard = split
     key = key_and_extension(name)[0]
     names = [f"{key}.{ext}" for ext in fields]
-    data = _read_members(shard, _table(shard), names)
-    return {ext: _decoded(ext, data[n], member_url(shard, name)) for ext, n in zip(fields, names, strict=True)}
+    data = _read_members(shard, _table(shard, cache), names)
+    return {ext: data[n] for ext, n in zip(fields, names, strict=True)}
+
+
+def batch_value(ext: str, data: bytes) -> str | int | bytes:
+    """A member's bytes as a batch carries them: as ``webdataset_fields`` decodes them, but JSON as its text.
+
+    Raises:
+        ValueError: a text or JSON member is not UTF-8, or a number member holds no number.
+    """
+    return _decoded(ext, data, "", parse_json=False)  # type: ignore[return-value]
 
 
 def shard_paths(urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -186,10 +232,10 @@ def key_and_extension(name: str) -> tuple[str, str]:
     return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
 
 
-def _table(shard: str) -> MemberTable:
-    """The member table of a local shard (``tar_members``) or of one at a URL (``remote_shards``, kept in the store)."""
+def _table(shard: str, cache: IndexCache | None = None) -> MemberTable:
+    """The member table of a local shard (``tar_members``) or of one at a URL (``remote_shards``, kept in ``cache``)."""
     if is_url(shard):
-        return remote_member_table(remote_object(shard), default_index_cache().shard_tables)
+        return remote_member_table(remote_object(shard), (cache or default_index_cache()).shard_tables)
     return member_table(shard)
 
 
@@ -294,16 +340,19 @@ def _classes(found: list[tuple[str, int | str, str]], classes: Sequence[str] | N
     return names, [number[r] for r in raw]
 
 
-def _decoded(ext: str, data: bytes, where: str) -> object:
-    """A member's bytes decoded by its extension's last part (see ``webdataset_fields``)."""
-    last = ext.rsplit(".", 1)[-1].lower()
-    if last in _TEXT:
-        return data.decode("utf-8")
+def _decoded(ext: str, data: bytes, where: str, parse_json: bool = True) -> object:
+    """A member's bytes decoded by its extension's last part (see ``webdataset_fields``); JSON as text unless parsed."""
+    last, prefix = ext.rsplit(".", 1)[-1].lower(), f"{where}: " if where else ""
+    if last in _TEXT or (last in _JSON and not parse_json):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{prefix}its {ext} member is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if last in _JSON:
         return json.loads(data)
     if last in _INT:
         try:
             return int(data.decode("utf-8").strip())
         except ValueError:
-            raise ValueError(f"{where}: its {ext} member holds {data[:40]!r}, not a number") from None
+            raise ValueError(f"{prefix}its {ext} member holds {data[:40]!r}, not a number") from None
     return data
