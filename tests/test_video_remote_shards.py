@@ -2,12 +2,14 @@
 
 Every clip must equal the loose file's, and the captions arrive. The first
 epoch costs at most 3 requests a member, the member tables included; a later
-epoch, in a fresh process's state, at most 1.1 a clip.
+epoch, in a fresh process's state, at most 1.1 a clip, captions included: they
+are kept in the index store after their first read, or with the member table.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import tarfile
 import threading
@@ -23,6 +25,7 @@ from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, read_clip, webdataset_fields, webdataset_samples
 from parallel_loader.video._bytes import objects as remote
 from parallel_loader.video._bytes import range_file, remote_shards, tar_members
+from parallel_loader.video._indexes import member_bytes
 from parallel_loader.video._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
 
 from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, s3_server
@@ -118,11 +121,13 @@ def connections(server):
     name, proxy, *_ = server
     before = set(threading.enumerate())
     tar_members.forget_tables()
+    remote_shards._changed.clear()  # the shards restored are versions seen before (moto's ETag is the MD5)
     if name != "nginx":
         options = {"key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
         remote.configure("s3://", {"endpoint_url": proxy.url, **options})
     yield
     tar_members.forget_tables()
+    remote_shards._changed.clear()
     remote.forget_settings()
     deadline = time.monotonic() + 10
     for thread in set(threading.enumerate()) - before:
@@ -194,31 +199,181 @@ def test_a_dataset_over_remote_shards_gives_the_loose_files_batches(server, shar
         assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
-def test_captions_arrive_with_their_clips_each_one_ranged_read_of_the_caption_alone(server, tmp_path):
-    """A warm epoch with captions costs one request a clip more than one without, and the captions' bytes alone."""
+CAPTIONED = dict(clip_len=CLIP_LEN, batch_size=3, size=(24, 32), train=False, return_index=True)
+
+
+def epoch(proxy: FaultProxy, data: VideoDataset) -> tuple[list[tuple], int, int]:
+    """Every batch of ``data`` in order, and the requests and bytes the proxy passed for them."""
+    proxy.reset()
+    return [data(i) for i in range(len(data))], proxy.requests, proxy.bytes
+
+
+def caption_of(v: int, shard: str = "") -> str:
+    """Sample ``v``'s caption: ``shard`` is ``"rewritten"`` for the shards ``rewrite`` writes."""
+    return f"a caption of video {v}" if not shard else f"a longer, rewritten caption of video {v}"
+
+
+def captions_in(data: VideoDataset, batches: list[tuple], shard: str = "") -> list[str]:
+    """The batches' captions, each checked against its clip's own sample's member; return them all."""
+    captions = []
+    for _, _, indices, fields in batches:
+        numbers = [int(data.samples[i][0][6:12]) for i in indices.tolist()]
+        assert fields["txt"].tolist() == [caption_of(v, shard) for v in numbers]
+        captions += fields["txt"].tolist()
+    assert len(captions) == len(data.samples)
+    return captions
+
+
+def test_captions_arrive_with_their_clips_read_once_then_kept_in_the_store(server, tmp_path):
+    """The first read of a caption is one ranged read of it alone; later epochs find it in the store, no request."""
     proxy, pattern = server[1], server[2]
     samples = webdataset_samples(pattern, "mp4", "cls", fields=["txt"])
-    options = dict(clip_len=CLIP_LEN, batch_size=3, size=(24, 32), train=False, return_index=True)
-
-    def epoch(data: VideoDataset) -> tuple[list[tuple], int, int]:  # made here: a loader may start the next epoch
-        proxy.reset()
-        return [data(i) for i in range(len(data))], proxy.requests, proxy.bytes
-
-    plain = VideoDataset(samples, **options, fields=(), index_cache=IndexCache(tmp_path))
-    captioned = VideoDataset(samples, **options, index_cache=IndexCache(tmp_path))
-    epoch(plain)  # every member indexed
-    plain_batches, plain_requests, plain_bytes = epoch(plain)
-    batches, requests, sent = epoch(captioned)
-    print(f"{server[0]}: a warm epoch of {len(samples)} clips, {plain_requests} requests, {requests} with captions")
-    captions = []
-    for (clips, labels, indices, fields), plain_batch in zip(batches, plain_batches, strict=True):
-        assert all(np.array_equal(a, b) for a, b in zip((clips, labels, indices), plain_batch, strict=True))
-        numbers = [int(captioned.samples[i][0][6:12]) for i in indices.tolist()]
-        assert fields["txt"].tolist() == [f"a caption of video {v}" for v in numbers]
-        captions += fields["txt"].tolist()
-    assert len(captions) == len(samples)
+    plain = VideoDataset(samples, **CAPTIONED, fields=(), index_cache=IndexCache(tmp_path))
+    captioned = VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path))
+    epoch(proxy, plain)  # every member indexed
+    plain_batches, plain_requests, plain_bytes = epoch(proxy, plain)
+    batches, requests, sent = epoch(proxy, captioned)
+    tar_members.forget_tables()  # a new process's state: the store alone holds the tables and captions
+    kept_batches, kept_requests, kept_sent = epoch(
+        proxy, VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path))
+    )
+    print(
+        f"{server[0]}: a warm epoch of {len(samples)} clips, {plain_requests} requests; with captions "
+        f"{requests} read, {kept_requests} kept"
+    )
+    for captioned_batches in (batches, kept_batches):
+        for got, plain_batch in zip(captioned_batches, plain_batches, strict=True):
+            assert all(np.array_equal(a, b) for a, b in zip(got[:3], plain_batch, strict=True))
+    captions = captions_in(captioned, batches)
+    assert captions_in(captioned, kept_batches) == captions
     assert requests - plain_requests == len(samples)
     assert sent - plain_bytes == sum(len(c.encode()) for c in captions)
+    assert kept_requests == plain_requests <= 1.1 * len(samples)
+    assert kept_sent == plain_bytes
+
+
+def test_a_first_epoch_gets_its_captions_with_the_member_tables(server, tmp_path):
+    """Where the listing makes the member tables from the headers, the captions come in the same reads."""
+    name, proxy, pattern, _ = server
+    counts, before = {}, default_index_cache()
+    try:
+        for fields in ((), ("txt",)):
+            set_default_index_cache(IndexCache(tmp_path / f"store-{len(fields)}"))  # nothing kept yet
+            tar_members.forget_tables()
+            proxy.reset()
+            samples = webdataset_samples(pattern, "mp4", "cls", fields=fields)
+            listing = proxy.requests
+            data = VideoDataset(samples, **CAPTIONED, fields=fields, index_cache=default_index_cache())
+            batches, requests, _ = epoch(proxy, data)
+            counts[fields] = (listing, requests)
+        tar_members.forget_tables()  # a later epoch, in a new process's state
+        later, later_requests, _ = epoch(proxy, VideoDataset(samples, **CAPTIONED, index_cache=default_index_cache()))
+    finally:
+        set_default_index_cache(before)
+    listing, requests = counts[("txt",)]
+    print(
+        f"{name}: a first epoch of {len(samples)} samples with captions, {listing} requests listing and "
+        f"{requests} reading ({counts[()][0]} and {counts[()][1]} without captions); a later epoch {later_requests}"
+    )
+    assert requests == counts[()][1] and listing <= counts[()][0]  # the captions cost no request
+    assert listing + requests <= 3 * len(samples)  # the member tables included
+    assert later_requests <= 1.1 * len(samples)
+    assert captions_in(data, batches) == captions_in(data, later)
+
+
+def test_a_worker_process_shares_the_captions_kept_in_the_store(server, tmp_path, monkeypatch):
+    """Captions kept by this process are found by a worker process (``processes=1``) in the store, and the other way."""
+    name, proxy, pattern, _ = server
+    for variable, value in (("ENDPOINT_URL", proxy.url), ("ACCESS_KEY_ID", "test"), ("SECRET_ACCESS_KEY", "test")):
+        monkeypatch.setenv(f"AWS_{variable}", value)  # the worker's settings: it runs nothing of this process
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    samples = webdataset_samples(pattern, "mp4", "cls", fields=["txt"])
+
+    def worker_epoch(data: VideoDataset) -> tuple[list[tuple], int]:
+        proxy.reset()
+        with DataLoader(data, num_threads=2, processes=1, overlap_epochs=False) as loader:
+            return list(loader), proxy.requests
+
+    here = VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "here"))
+    expected = sorted(captions_in(here, epoch(proxy, here)[0]))
+    batches, requests = worker_epoch(VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "here")))
+    assert sorted(captions_in(here, batches)) == expected
+    there = VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "there"))
+    assert sorted(captions_in(there, worker_epoch(there)[0])) == expected
+    tar_members.forget_tables()  # this process as a new one: the tables and captions the worker kept
+    later, later_requests, _ = epoch(
+        proxy, VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "there"))
+    )
+    print(
+        f"{name}: an epoch of {len(samples)} clips with captions, {requests} requests in a worker process after "
+        f"this one's; {later_requests} here after a worker's"
+    )
+    assert sorted(captions_in(there, later)) == expected
+    assert requests <= 1.1 * len(samples)  # the clips' spans alone: tables, indexes and captions from the store
+    assert later_requests <= 1.1 * len(samples)
+
+
+def test_a_table_older_than_the_clips_read_is_let_go_before_the_captions(server, tmp_path):
+    """Another process made the shard's new table: this one's clip read succeeds, so its older table and captions go."""
+    proxy, pattern = server[1], server[2]
+    samples = webdataset_samples(pattern.replace(NUMBERS, "00000"), "mp4", "cls", fields=["txt"])
+    cache = IndexCache(tmp_path)
+    data = VideoDataset(samples, **CAPTIONED, index_cache=cache)
+    epoch(proxy, data)  # the indexes, table and captions kept
+    table = tar_members.held_table(tar_members.split_member_url(samples[0].path)[1])
+    old = dataclasses.replace(table, key=table.key._replace(version="e-an-older-version"))
+    tar_members.hold_table(old)  # as if this process held the table of a version since rewritten
+    keys = [remote_shards.member_key(old, f"{v:06d}.txt") for v in range(PER_SHARD)]
+    member_bytes.keep_members(cache.shard_tables, [(key, b"?" * key.size) for key in keys])  # its kept captions
+    captions_in(data, epoch(proxy, data)[0])
+    assert tar_members.held_table(table.key.name).key == table.key
+
+
+def rewrite(shards: tuple[Path, dict[str, Path]], folder: Path, number: int) -> Path:
+    """Shard ``number`` written again in ``folder`` with longer captions: its members move; its size and ETag change."""
+    _, loose = shards
+    path = folder / f"train-{number:05d}.tar"
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as tar:
+        for v in range(number * PER_SHARD, (number + 1) * PER_SHARD):
+            for ext in ("mp4", "avi"):
+                tar.add(loose[f"{v:06d}.{ext}"], arcname=f"{v:06d}.{ext}")
+            for ext, data in (("txt", caption_of(v, "rewritten")), ("cls", str(v % 2))):
+                info = tarfile.TarInfo(f"{v:06d}.{ext}")
+                info.size = len(data.encode())
+                tar.addfile(info, io.BytesIO(data.encode()))
+    return path
+
+
+def test_a_shard_rewritten_with_other_captions_gives_its_new_captions(server, shards, tmp_path):
+    """The kept captions name the old shard's version: the clip's read finds it changed, and the new captions come."""
+    name, proxy, pattern, put = server
+    root, _ = shards
+    shard = pattern.replace(NUMBERS, "00002")
+    samples = webdataset_samples(shard, "mp4", "cls", fields=["txt"])
+    held, fresh = (VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / n)) for n in ("held", "fresh"))
+    for data in (held, fresh):
+        epoch(proxy, data)
+        captions_in(data, epoch(proxy, data)[0])  # the old captions, kept in the store
+    original = tmp_path / "original" / "train-00002.tar"
+    original.parent.mkdir()
+    original.write_bytes((root / "shards" / "train-00002.tar").read_bytes())
+    put(rewrite(shards, tmp_path, 2))
+    try:
+        captions_in(held, epoch(proxy, held)[0], "rewritten")  # this process: the old table held, old indexes
+        tar_members.forget_tables()  # a new process: the stores hold the old tables, indexes and captions
+        remote_shards._changed.clear()
+        listed = webdataset_samples(shard, "mp4", "cls", fields=["txt"])  # the old table fails the labels' read
+        assert [s.path for s in listed] == [s.path for s in samples] and [s.label for s in listed] == [0, 1, 0, 1]
+        tar_members.forget_tables()
+        remote_shards._changed.clear()
+        again = VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "fresh"))
+        captions_in(again, epoch(proxy, again)[0], "rewritten")
+        batches, requests, _ = epoch(proxy, again)
+        print(f"{name}: a rewritten shard's new captions; a later epoch of {len(samples)} clips, {requests} requests")
+        captions_in(again, batches, "rewritten")
+        assert requests <= 1.1 * len(samples)
+    finally:
+        put(original)
 
 
 def test_a_member_table_is_made_in_few_reads_and_kept_in_the_store(server, tmp_path, monkeypatch):
@@ -241,6 +396,28 @@ def test_a_member_table_is_made_in_few_reads_and_kept_in_the_store(server, tmp_p
     assert kept.members == table.members and kept.key == table.key
     listed = webdataset_samples([shard, pattern.replace(NUMBERS, "00002")], "avi")  # a list of URLs
     assert len(listed) == 2 * PER_SHARD and listed[0].path.endswith(f"::{shard}")
+
+
+@pytest.mark.parametrize("block", [64 << 10, 8 << 10, 3 << 10])
+def test_the_reads_of_a_member_table_give_its_small_members(server, shards, block, monkeypatch):
+    """Blocks smaller than the shard: the captions and classes come from the headers' reads, in as many reads."""
+    name, proxy, pattern, _ = server
+    root, _ = shards
+    monkeypatch.setattr(remote_shards, "TABLE_BLOCK_BYTES", block)
+    shard = pattern.replace(NUMBERS, "00001")
+    requests = []
+    for small in (None, tar_members.SmallMembers(lambda member, size: member.endswith((".txt", ".cls")))):
+        tar_members.forget_tables()
+        proxy.reset()
+        remote_shards.remote_member_table(remote.remote_object(shard), None, small)
+        requests.append(proxy.requests)
+    with tarfile.open(root / "shards" / "train-00001.tar") as tar:
+        expected = {m.name: tar.extractfile(m).read() for m in tar if m.name.endswith((".txt", ".cls"))}
+    print(
+        f"{name}: a member table in blocks of {block} bytes, {requests[0]} requests; with small members {requests[1]}"
+    )
+    assert small.found == expected and len(expected) == 2 * PER_SHARD
+    assert requests[1] == requests[0]
 
 
 def test_a_clip_of_a_shard_changed_since_it_was_indexed_comes_from_the_new_shard(server, shards, tmp_path):

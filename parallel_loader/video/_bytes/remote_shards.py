@@ -17,15 +17,19 @@ shard whole. A larger shard's table comes from an index file beside it (DALI's
 in ranges of ``TABLE_BLOCK_BYTES``; a member longer than one is skipped by a seek.
 The table is held in this process (``tar_members.hold_table``) and kept by
 ``ShardTables``, the index store, keyed by the shard's URL, size and version.
-A member up to ``WHOLE_BYTES`` comes whole at its first touch: one request, not
-a tail, a head and a span. A shard changed since its table was made fails a read
-(``ObjectChanged``); its table is then made again. Nothing here decodes. See :doc:`/video/in_memory`.
+Where the table is made from the headers, the members a ``SmallMembers`` wants
+come with it, from the same reads. A member up to ``WHOLE_BYTES`` comes whole at
+its first touch: one request, not a tail, a head and a span. A shard changed
+since its table was made fails a read (``ObjectChanged``); its table is then made
+again. A read that succeeds for another version than the table held shows the
+table old: it is made again too. Nothing here decodes. See :doc:`/video/in_memory`.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import weakref
 from typing import Protocol
 
 from .._base.errors import VideoDecodeError
@@ -34,12 +38,14 @@ from .objects import ObjectChanged, RemoteObject, remote_object
 from .range_file import RangeFile
 from .tar_members import (
     MemberTable,
+    SmallMembers,
     forget_table,
     headers_members,
     held_table,
     hold_table,
     index_files,
     index_members,
+    member_url,
     split_member_url,
 )
 
@@ -49,8 +55,10 @@ __all__ = [
     "WHOLE_BYTES",
     "RemoteMember",
     "ShardTables",
+    "member_key",
     "remote_member_table",
     "remote_source",
+    "shard_changed",
 ]
 
 log = logging.getLogger(__name__)
@@ -126,10 +134,9 @@ class RemoteMember(RemoteObject):
         """The member's key now, from its shard's member table (made if this process and the store lack it)."""
         table = remote_member_table(self.shard, self._kept)
         try:
-            offset, size = table.find(self.member)
+            return member_key(table, self.member)
         except FileNotFoundError:
             raise FileNotFoundError(2, "no such member in the shard", self.shown) from None
-        return SourceKey(self.name, size, f"{table.key.version}@{table.key.size:x}@{offset:x}")
 
     def read(self, key: SourceKey, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of the member version ``key`` names: one ranged read of the shard.
@@ -144,21 +151,44 @@ class RemoteMember(RemoteObject):
         version, size, offset = key.version.rsplit("@", 2)
         shard_key = SourceKey(self.shard.name, int(size, 16), version)
         try:
-            return self.shard.read(shard_key, int(offset, 16) + start, int(offset, 16) + end)
+            data = self.shard.read(shard_key, int(offset, 16) + start, int(offset, 16) + end)
         except ObjectChanged:
-            held = held_table(self.shard.name)
-            if held is not None and held.key.version == version:
-                forget_table(self.shard.name)
-            _changed.add((self.shard.name, version))
+            shard_changed(self.shard.name, version)
             raise
+        held = held_table(self.shard.name)
+        if held is not None and (held.key.version, held.key.size) != (version, shard_key.size):
+            shard_changed(self.shard.name, held.key.version)  # the shard is this version now: the table is older
+        return data
 
 
 # Shard versions found changed: their tables are taken from the store no more. A version never comes back.
 _changed: set[tuple[str, str]] = set()
 
 
-def remote_member_table(shard: RemoteObject, kept: ShardTables | None = None) -> MemberTable:
+def shard_changed(name: str, version: str) -> None:
+    """Take version ``version`` of the shard at URL ``name`` as gone: its table is not held, nor read from the store."""
+    held = held_table(name)
+    if held is not None and held.key.version == version:
+        forget_table(name)
+    _changed.add((name, version))
+
+
+def member_key(table: MemberTable, member: str) -> SourceKey:
+    """The key of member ``member`` of the remote shard of ``table`` (see the module docstring).
+
+    Raises:
+        FileNotFoundError: the shard has no member of that name.
+    """
+    offset, size = table.find(member)
+    return SourceKey(member_url(table.key.name, member), size, f"{table.key.version}@{table.key.size:x}@{offset:x}")
+
+
+def remote_member_table(
+    shard: RemoteObject, kept: ShardTables | None = None, small: SmallMembers | None = None
+) -> MemberTable:
     """The member table of the shard ``shard``: held, kept in ``kept``, or made now (see the module docstring).
+
+    ``small.found`` gets the members it wants, where the table is made now from the shard's headers.
 
     Raises:
         FileNotFoundError: there is no shard at its URL.
@@ -166,6 +196,8 @@ def remote_member_table(shard: RemoteObject, kept: ShardTables | None = None) ->
     """
     held = held_table(shard.name)
     if held is not None:
+        if kept is not None:
+            _keep_once(kept, held)
         return held
     found = None if kept is None else kept.shard_table(shard.name)
     if found is not None and (shard.name, found[0].version) not in _changed:
@@ -175,15 +207,34 @@ def remote_member_table(shard: RemoteObject, kept: ShardTables | None = None) ->
             log.info("the kept member table of %s is unreadable (%s): making it again", shard.shown, exc)
         else:
             hold_table(table)
+            _kept_in.setdefault(kept, set()).add((table.key.name, table.key.version))
             return table
-    table = _made(shard)
+    table = _made(shard, small)
     hold_table(table)
     if kept is not None:
         kept.keep_shard_table(table.key, table.encode())
+        _kept_in.setdefault(kept, set()).add((table.key.name, table.key.version))
     return table
 
 
-def _made(shard: RemoteObject) -> MemberTable:
+# The tables each store is known to keep, as (shard, version): a table held is looked up once a store, not each time.
+_kept_in: weakref.WeakKeyDictionary[ShardTables, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _keep_once(kept: ShardTables, table: MemberTable) -> None:
+    """Keep a held ``table`` in ``kept`` too, where no table of its shard is there (one lookup a store and shard).
+
+    So a table made with another store (the listing's, say) is found by a later process using ``kept``.
+    """
+    known = _kept_in.setdefault(kept, set())
+    if (table.key.name, table.key.version) in known:
+        return
+    if kept.shard_table(table.key.name) is None:  # another version there is left: reads tell which is current
+        kept.keep_shard_table(table.key, table.encode())
+    known.add((table.key.name, table.key.version))
+
+
+def _made(shard: RemoteObject, small: SmallMembers | None) -> MemberTable:
     """The shard's table from its last block, from an index file beside it, or from its headers read in blocks."""
     key, start, last = shard.first_read(TABLE_BLOCK_BYTES)
     if len(last) < key.size and "?" not in shard.url:  # a signed URL's index file would need a signature of its own
@@ -191,7 +242,7 @@ def _made(shard: RemoteObject) -> MemberTable:
         if members is not None:
             return members
     blocks = _HeaderBlocks(shard, key, {start: last})
-    members = headers_members(io.BufferedReader(blocks, 64 << 10), shard.shown)
+    members = headers_members(io.BufferedReader(blocks, 64 << 10), shard.shown, small)
     log.debug("member table of %s from its headers: %d members, %d requests", shard.shown, len(members), blocks.reads)
     return MemberTable.of(key, members, "headers")
 

@@ -29,7 +29,8 @@ import pickle
 import tarfile
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import BinaryIO, ClassVar
 
 import numpy as np
@@ -41,6 +42,7 @@ __all__ = [
     "MEMBER_PREFIX",
     "TABLE_BYTES",
     "MemberTable",
+    "SmallMembers",
     "TarMember",
     "container_path",
     "forget_table",
@@ -153,6 +155,23 @@ class MemberTable:
         if i == len(self.names) or self.names[i] != wanted or b"\x00" in wanted:
             raise FileNotFoundError(2, "no such member in the shard", member_url(self.key.name, name))
         return int(self.offsets[i]), int(self.sizes[i])
+
+
+@dataclass
+class SmallMembers:
+    """Members whose bytes a pass over a shard's headers keeps as it goes, when it holds them anyway.
+
+    Attributes:
+        wanted: whether to keep member ``name`` of ``size`` bytes.
+        limit: the bytes kept at most, all members together; members past it are left.
+        found: member name -> its bytes, filled by the pass.
+        kept_bytes: the bytes in ``found``.
+    """
+
+    wanted: Callable[[str, int], bool]
+    limit: int = 64 << 20
+    found: dict[str, bytes] = field(default_factory=dict)
+    kept_bytes: int = field(default=0, init=False)
 
 
 class TarMember(os.PathLike):
@@ -277,10 +296,11 @@ def forget_tables() -> None:
         _held[0] = 0
 
 
-def headers_members(file: BinaryIO, shown: str) -> dict[str, tuple[int, int]]:
+def headers_members(file: BinaryIO, shown: str, small: SmallMembers | None = None) -> dict[str, tuple[int, int]]:
     """Every regular file's ``(offset, size)``, from the tar headers of the shard open as ``file``.
 
-    Pax and GNU long names are read too. The members' data is sought over, never read.
+    Pax and GNU long names are read too. The members' data is sought over, never
+    read, except that of members ``small`` wants: those are read as the pass meets them.
 
     Raises:
         VideoDecodeError: the shard is not an uncompressed tar file (``shown`` names it).
@@ -291,6 +311,9 @@ def headers_members(file: BinaryIO, shown: str) -> dict[str, tuple[int, int]]:
             for info in tar:
                 if info.isreg():
                     members[info.name] = (info.offset_data, info.size)
+                    if small and small.kept_bytes + info.size <= small.limit and small.wanted(info.name, info.size):
+                        small.found[info.name] = tar.extractfile(info).read()  # type: ignore[union-attr]
+                        small.kept_bytes += info.size
     except tarfile.TarError as exc:
         raise VideoDecodeError(
             shown, f"is not an uncompressed tar file, so its members cannot be read in place ({exc})"

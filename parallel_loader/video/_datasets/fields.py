@@ -8,7 +8,9 @@ Words used here (see ``_samples.webdataset`` for shards, samples and members):
 * a sample's *values*: its fields' members, read in one read of its shard
   right after its clip (``replacing.load``). So a clip that replaced a bad
   sample carries its own sample's values. A sample whose members cannot be
-  read is a bad sample, as a broken video is.
+  read is a bad sample, as a broken video is. A remote shard's small members
+  are kept in the index store after their first read (``_indexes.member_bytes``).
+  The clip's read has just checked the shard's version, so later epochs take them from there.
 
 A batch carries its values as a dict, one array of length ``batch`` an
 extension. Text and JSON members are ``str``: JSON as its text, since a tensor
@@ -65,7 +67,7 @@ class BatchFields:
             OSError: the shard cannot be read.
         """
         try:
-            members = sample_members(path, self.fields, cache)
+            members = sample_members(path, self.fields, cache, kept=True)  # the clip's read just checked the shard
             return tuple(batch_value(ext, members[ext]) for ext in self.fields)
         except ValueError as exc:
             raise VideoDecodeError(path, str(exc).removeprefix(f"{path}: ")) from None

@@ -25,6 +25,8 @@ Why SQLite: it is in the standard library, kept well, and serves each case.
 - A store this process cannot write (a read-only folder or file) is opened
   read-only and immutable. Indexes made then are kept in memory only.
 
+Small members of remote shards are kept in ``packet_tables`` too (``member_bytes``).
+
 Several records may name the same file: two workers indexed it at once, or the
 file changed. The newest written counts. The cache ignores one whose size or
 version is not the file's now: it is stale.
@@ -55,6 +57,7 @@ from . import segments
 __all__ = [
     "BUSY_S",
     "FILE_NAME",
+    "MEMBER_BYTES",
     "MEMBER_TABLE",
     "NETWORK_FILE_SYSTEMS",
     "PACKET_TABLE",
@@ -68,6 +71,7 @@ log = logging.getLogger(__name__)
 FILE_NAME = "indexes-v3.sqlite"  # bump the number when the schema or the entry changes: an older one is left alone
 PACKET_TABLE = "\x00packets"  # ends the name of a local file's packet table (a NUL is in no path)
 MEMBER_TABLE = "\x00members"  # ends the name of a remote shard's member table (kept with the packet tables)
+MEMBER_BYTES = "\x00bytes"  # ends the name of a remote shard's small member's bytes (kept there too)
 BUSY_S = 60.0  # how long a writer waits for the others before giving up on a write
 # File system types (as /proc/mounts names them) whose hosts share no memory: no WAL there.
 NETWORK_FILE_SYSTEMS = frozenset(
@@ -198,7 +202,15 @@ class IndexStore:
 
     def shard_table(self, name: str) -> tuple[SourceKey, bytes] | None:
         """The member table kept for the shard at URL ``name``: ``(shard key, table bytes)``, or None."""
-        record = self.get(name + MEMBER_TABLE)
+        return self.keyed(name, MEMBER_TABLE)
+
+    def keep_shard_table(self, key: SourceKey, table: bytes) -> None:
+        """Keep a remote shard's member table (``MemberTable.encode``) under its shard's key."""
+        self.keep_keyed(MEMBER_TABLE, [(key, table)])
+
+    def keyed(self, name: str, suffix: str) -> tuple[SourceKey, bytes] | None:
+        """``(key, bytes)`` that ``keep_keyed`` kept for ``name`` with ``suffix``, or None: none kept, or damaged."""
+        record = self.get(name + suffix)
         if record is None:
             return None
         try:
@@ -207,10 +219,10 @@ class IndexStore:
             return None
         return SourceKey(name, size, version), record.entry[offset:]
 
-    def keep_shard_table(self, key: SourceKey, table: bytes) -> None:
-        """Keep a remote shard's member table (``MemberTable.encode``) under its shard's key."""
+    def keep_keyed(self, suffix: str, items: Iterable[tuple[SourceKey, bytes]]) -> None:
+        """Keep each item's bytes under its key's name with ``suffix`` (``MEMBER_TABLE``...), in one write."""
         written_ns = time.time_ns()
-        self.write([Record(key.name + MEMBER_TABLE, Record.entry_of(key, written_ns, table), written_ns)])
+        self.write(Record(key.name + suffix, Record.entry_of(key, written_ns, data), written_ns) for key, data in items)
 
     def names(self) -> list[str]:
         """Every stored name, indexes and packet tables: for tests and tools, it reads the whole key set."""
@@ -341,7 +353,7 @@ def file_system(path: str | os.PathLike[str]) -> str:
 
 
 def _table(name: str) -> str:
-    return "packet_tables" if name.endswith((PACKET_TABLE, MEMBER_TABLE)) else "indexes"
+    return "packet_tables" if name.endswith((PACKET_TABLE, MEMBER_TABLE, MEMBER_BYTES)) else "indexes"
 
 
 def _key(name: str) -> bytes:

@@ -9,7 +9,8 @@ place (``_bytes.tar_members``). Labels come from another member of the
 sample. The list's ``fields`` name the members that come with each clip in a
 batch; ``sample_members`` reads them, as ``webdataset_fields`` does. Shards at
 URLs are read in place too (``_bytes.remote_shards``): their member tables are
-kept in the index store. See :doc:`/video/in_memory`.
+kept in the index store. So are their small fields (``_indexes.member_bytes``),
+read with the member table where it is made from the headers. See :doc:`/video/in_memory`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ import re
 from collections.abc import Sequence
 
 from .._base.keys import is_url
-from .._bytes.objects import remote_object
-from .._bytes.remote_shards import remote_member_table
-from .._bytes.tar_members import MemberTable, member_table, member_url, split_member_url
+from .._bytes.objects import ObjectChanged, remote_object
+from .._bytes.remote_shards import member_key, remote_member_table, shard_changed
+from .._bytes.tar_members import MemberTable, SmallMembers, member_table, member_url, split_member_url
 from .._indexes.cache import IndexCache, default_index_cache
+from .._indexes.member_bytes import KEPT_MEMBER_BYTES, keep_members, read_kept
 from .parsing import AnnotationError
 from .sample_list import SampleList, VideoSample
 
@@ -64,10 +66,11 @@ def webdataset_samples(
     A sample's path is ``tar://MEMBER::SHARD``: ``read_clip`` and
     ``VideoDataset`` read its clips from the shard, without unpacking it. Each
     shard's member table comes from a DALI or ``wids`` index beside it, else from
-    its tar headers, read once. A remote shard's is kept in the index store. A
-    sample without its video, or without one of ``fields``, is left out and
-    counted in a warning. ``VideoDataset`` batches carry the ``fields`` members
-    of each clip's sample, last. See :doc:`/video/in_memory`.
+    its tar headers, read once. A remote shard's is kept in the index store.
+    Where it is made from the headers, the same reads give the labels and small
+    ``fields`` members (kept too). A sample without its video, or without one of
+    ``fields``, is left out and counted in a warning. ``VideoDataset`` batches
+    carry the ``fields`` members of each clip's sample, last. See :doc:`/video/in_memory`.
 
     Args:
         urls: shards: a pattern with braces (``"train-{00000..00099}.tar"``),
@@ -102,8 +105,18 @@ def webdataset_samples(
     found: list[tuple[str, int | str, str]] = []  # (path, label as found, origin)
     counts = [0, 0]  # samples without their video, samples lacking a field
     for shard in shard_paths(urls):
-        table = _table(shard)
-        found += _listed(shard, table, video, label_ext, label_field, fields, counts)
+        for tries in (1, 2):  # a second time where the kept member table was of an older version of the shard
+            table, held = _listing_table(shard, fields, label_ext)
+            shard_counts = [0, 0]
+            try:
+                found += _listed(shard, table, video, label_ext, label_field, fields, shard_counts, held)
+                break
+            except ObjectChanged:
+                if tries == 2:
+                    raise
+                log.info("the member table of %s was of an older version: making it again", shard)
+                shard_changed(table.key.name, table.key.version)
+        counts = [a + b for a, b in zip(counts, shard_counts, strict=True)]
     without_video, lacking = counts
     if without_video:
         log.warning("%d samples of %s have no %r member and are left out", without_video, urls, video)
@@ -151,10 +164,15 @@ def check_fields(fields: object) -> tuple[str, ...]:
     return tuple(fields)
 
 
-def sample_members(path: str, fields: Sequence[str], cache: IndexCache | None = None) -> dict[str, bytes]:
+def sample_members(
+    path: str, fields: Sequence[str], cache: IndexCache | None = None, *, kept: bool = False
+) -> dict[str, bytes]:
     """The bytes of the members ``fields`` of a sample's shard (see ``webdataset_fields``), neighbours in one read.
 
     ``cache`` keeps a remote shard's member table (default: ``default_index_cache()``).
+    With ``kept``, a remote shard's small members come from its index store, and
+    are kept there after a read (``_indexes.member_bytes``). Only a caller that
+    has just read the shard, which checked its version, passes it.
 
     Raises:
         ValueError: ``path`` is not a tar member's URL.
@@ -166,7 +184,12 @@ def sample_members(path: str, fields: Sequence[str], cache: IndexCache | None = 
     name, shard = split
     key = key_and_extension(name)[0]
     names = [f"{key}.{ext}" for ext in fields]
-    data = _read_members(shard, _table(shard, cache), names)
+    table = _table(shard, cache)
+    if kept and is_url(shard):
+        store = (cache or default_index_cache()).shard_tables
+        data = read_kept(store, table, names, lambda missing: _read_members(shard, table, missing))
+    else:
+        data = _read_members(shard, table, names)
     return {ext: data[n] for ext, n in zip(fields, names, strict=True)}
 
 
@@ -232,11 +255,28 @@ def key_and_extension(name: str) -> tuple[str, str]:
     return (name, "") if dot < 0 else (name[:dot], name[dot + 1 :])
 
 
-def _table(shard: str, cache: IndexCache | None = None) -> MemberTable:
+def _table(shard: str, cache: IndexCache | None = None, small: SmallMembers | None = None) -> MemberTable:
     """The member table of a local shard (``tar_members``) or of one at a URL (``remote_shards``, kept in ``cache``)."""
     if is_url(shard):
-        return remote_member_table(remote_object(shard), (cache or default_index_cache()).shard_tables)
+        return remote_member_table(remote_object(shard), (cache or default_index_cache()).shard_tables, small)
     return member_table(shard)
+
+
+def _listing_table(shard: str, fields: Sequence[str], label_ext: str) -> tuple[MemberTable, dict[str, bytes]]:
+    """A shard's member table, and the small fields and labels its reads held where it was made now.
+
+    The fields found are kept in the default cache's store: the first epoch reads them no more.
+    """
+    if not is_url(shard) or not (fields or label_ext):
+        return _table(shard), {}
+    wanted = {*fields, label_ext} - {""}
+    small = SmallMembers(lambda name, size: size <= KEPT_MEMBER_BYTES and key_and_extension(name)[1] in wanted)
+    table = _table(shard, None, small)
+    store = default_index_cache().shard_tables
+    if small.found and store is not None:
+        kept = [n for n in small.found if key_and_extension(n)[1] in fields]
+        keep_members(store, [(member_key(table, n), small.found[n]) for n in kept])
+    return table, small.found
 
 
 def _read_members(shard: str, table: MemberTable, names: Sequence[str]) -> dict[str, bytes]:
@@ -272,9 +312,19 @@ def _samples_of(table: MemberTable) -> dict[str, dict[str, str]]:
 
 
 def _listed(
-    url: str, table: MemberTable, video: str, label_ext: str, label_field: str, fields: Sequence[str], counts: list[int]
+    url: str,
+    table: MemberTable,
+    video: str,
+    label_ext: str,
+    label_field: str,
+    fields: Sequence[str],
+    counts: list[int],
+    held: dict[str, bytes],
 ) -> list[tuple[str, int | str, str]]:
-    """One shard's samples as ``(path, label as found, origin)``; ``counts`` adds those left out (see the caller)."""
+    """One shard's samples as ``(path, label as found, origin)``; ``counts`` adds those left out (see the caller).
+
+    A label member in ``held`` is not read again.
+    """
     shard = url.rpartition("/")[2]
     listed = []
     for key, members in _samples_of(table).items():
@@ -289,7 +339,8 @@ def _listed(
             raise AnnotationError(f"{shard}, sample {key}", f"has no {label_ext!r} member to take its label from")
         listed.append((key, members))
     shard_name = url if is_url(url) else table.key.name
-    labels = _read_members(url, table, [m[label_ext] for _, m in listed]) if label_ext else {}
+    unread = [m[label_ext] for _, m in listed if m[label_ext] not in held] if label_ext else []
+    labels = {**held, **_read_members(url, table, unread)} if unread else held
     found = []
     for key, members in listed:
         raw: int | str = 0
