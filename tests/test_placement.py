@@ -195,3 +195,27 @@ def test_a_keras_dataset_stays_in_threads_by_default_with_one_log_line_saying_wh
     with as_tf_dataset(Rows()) as dataset:
         assert loader_of(dataset).processes == 0
 
+
+def test_train_gives_each_loader_the_decode_cores_since_they_take_turns(default):
+    # Each loader is sized for the whole host: the validation loader starts at the first validation
+    # pass, after the training pass, and the test loader only in test().
+    during_training: list[tuple[list, list]] = []
+
+    def step(batch):
+        loaders = trainer._last
+        during_training.append((loaders["val"]._yield_calls.pids, loaders["test"]._yield_calls.pids))
+
+    trainer = Train(
+        step,
+        data.Arrays(length=4),
+        val_yield=data.Arrays(length=2),
+        test_yield=data.Arrays(length=2),
+        val_task=lambda batch: None,
+        test_task=lambda batch: None,
+    )
+    assert {spec[2]["processes"] for spec in trainer._specs.values()} == {"auto"}
+    trainer.run(1, progress=False)
+    processes, _ = auto_placement()
+    assert during_training == [([None] * processes, [None] * processes)] * 4
+    assert all(trainer._last["val"]._yield_calls.pids) and not any(trainer._last["test"]._yield_calls.pids)
+    assert trainer.test(progress=False).batches == 2
