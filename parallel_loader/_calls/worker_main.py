@@ -38,11 +38,11 @@ Call = Callable[[int, int], Any]
 
 
 def boot(control: Connection, args: tuple[Any, ...]) -> None:
-    """Run ``worker_main`` on the lanes named on the command line, once the boot message came on ``control``.
+    """Run ``worker_main`` on the lanes named on the command line, once its work came on the boot pipe.
 
     ``args`` are the arguments of ``worker_main`` before the pipes (``worker_launch.WorkerProcess``).
     """
-    worker_main(*args, control, [Connection(int(fd)) for fd in sys.argv[2:]])
+    worker_main(*args, control, [Connection(int(fd)) for fd in sys.argv[3:]])
 
 
 def worker_main(
