@@ -137,3 +137,30 @@ def test_a_forked_child_starts_with_an_empty_queue(tmp_path):
     store.gate.set()
     writer.close()
     assert store.batches == [["parent's"]]
+
+
+
+def _gather_long(thread_number: int) -> None:
+    """A worker thread's start: its store writer holds records until flushed or closed."""
+    writer_module.GATHER_S = 600.0
+
+
+def test_a_worker_process_writes_its_waiting_records_before_it_ends(tmp_path, monkeypatch):
+    """A worker ends at the loader's close; the indexes it made reach the store then, not lost with it."""
+    from parallel_loader import DataLoader
+    from parallel_loader.video import VideoDataset
+    from parallel_loader.video._indexes import cache as index_module
+
+    paths = [write_video(tmp_path / f"v{k}.avi", 12, video_id=k) for k in range(4)]
+    store = tmp_path / "store"
+    data = VideoDataset([(str(p), 0) for p in paths], batch_size=2, clip_len=2, size=(16, 16),
+                        index_cache=IndexCache(store))  # fmt: skip
+    with DataLoader(data, num_threads=1, processes=1, thread_init=_gather_long) as loader:
+        assert sum(len(clips) for clips, _ in loader) == 4
+
+    def refuse(path, *args):
+        raise AssertionError(f"{path} was indexed again: its worker's record was lost")
+
+    monkeypatch.setattr(index_module, "make_index", refuse)
+    found = IndexCache(store)
+    assert [found.get(p).frames for p in paths] == [12] * 4

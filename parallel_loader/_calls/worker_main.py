@@ -14,6 +14,7 @@ then sends ``("ok", skeleton, reports)`` or ``("error", exc, text, reports)``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import signal
@@ -83,7 +84,7 @@ def worker_main(
         try:
             request = control.recv()
         except (EOFError, OSError):
-            os._exit(0)  # the consumer closed, or died: no orphan
+            _end()  # the consumer closed, or died: no orphan
         if request[0] == "stack":
             frame = thread_frames().get(workers[request[1]].ident or -1)
             control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
@@ -94,6 +95,14 @@ def worker_main(
             except BaseException as exc:
                 exc.add_note(f"raised by {request[1]} in worker process {name} (pid {os.getpid()})")
                 control.send_bytes(dumps_back(portable(exc)))
+
+
+def _end() -> None:
+    """End this worker: its exit handlers run (an index store writes what it holds), its threads are not waited for."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        os._exit(0)
 
 
 class WorkerSink:
