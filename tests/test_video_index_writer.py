@@ -139,7 +139,6 @@ def test_a_forked_child_starts_with_an_empty_queue(tmp_path):
     assert store.batches == [["parent's"]]
 
 
-
 def _gather_long(thread_number: int) -> None:
     """A worker thread's start: its store writer holds records until flushed or closed."""
     writer_module.GATHER_S = 600.0
