@@ -1,6 +1,6 @@
 """Checks shared by every test: no thread a test started may outlive it, nor change the process's scheduling.
 
-Video indexes are kept per test. The training default keeps its calls in threads (see below).
+Video indexes are kept per test, written by the end of it. The training default keeps its calls in threads (see below).
 """
 
 import os
@@ -11,6 +11,7 @@ import pytest
 
 from parallel_loader._loader import placement
 from parallel_loader.video._indexes import cache as video_index
+from parallel_loader.video._indexes import writer as index_writer
 
 # The training default (as_tf_dataset and Train with neither num_threads nor processes) decodes in worker
 # processes. Tests of Train's and as_tf_dataset's own logic keep it in threads, as a user debugging in place
@@ -64,8 +65,12 @@ def scheduling_kept():
 
 @pytest.fixture(autouse=True)
 def video_index_store(tmp_path_factory, monkeypatch):
-    """Each test keeps video indexes in a directory of its own, never the user's, and starts a fresh default cache."""
+    """Each test keeps video indexes in a directory of its own, never the user's, and starts a fresh default cache.
+
+    Each test ends with its caches' writes done and their writer threads ended, as a process's exit ends them.
+    """
     directory = tmp_path_factory.mktemp("video_index")
     monkeypatch.setenv(video_index.ENVIRONMENT_VARIABLE, str(directory))
     monkeypatch.setattr(video_index, "_default", [None])
-    return directory
+    yield directory
+    index_writer.close_all()

@@ -197,3 +197,22 @@ class Pairs:
     def __getitem__(self, index: int):
         x = np.array([index, 1], np.float32) / self.length
         return x, np.float32(index / self.length)
+
+
+class HookedDiesOnce(Hooked):
+    """``Hooked``, whose process kills itself at index ``at`` of epoch ``die_epoch``, once: ``marker`` is made then."""
+
+    def __init__(self, marker: str, die_epoch: int, at: int = 2, length: int = 6) -> None:
+        super().__init__(length)
+        self.marker = marker
+        self.die_epoch = die_epoch
+        self.at = at
+
+    def __call__(self, index: int):
+        if (self.epoch, index) == (self.die_epoch, self.at):
+            try:
+                os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+                os.kill(os.getpid(), signal.SIGKILL)
+            except FileExistsError:
+                pass
+        return super().__call__(index)

@@ -164,3 +164,58 @@ def test_fit_with_backup_and_restore_trains_from_worker_processes_by_default(def
         history = model.fit(dataset, epochs=2, verbose=0, callbacks=[BackupAndRestore(tmp_path / "backup", dataset)])
         assert loader_of(dataset).processes >= 1
     assert int(model.optimizer.iterations) == 8 and np.isfinite(history.history["loss"]).all()
+
+
+def test_a_keras_dataset_stays_in_threads_by_default_with_one_log_line_saying_why(default, caplog):
+    import keras
+
+    class Rows(keras.utils.PyDataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, idx):
+            return np.full((2, 1), os.getpid(), np.int64), np.full(2, idx, np.int64)
+
+    with caplog.at_level(logging.INFO, logger=placement.__name__):
+        assert training_placement(Rows(), None, None, name="keras") == (THREADS_DEFAULT, 0)
+        # Keras's own processes asked for: it stays here too, where the loader's threads call it.
+        parallel = Rows(workers=4, use_multiprocessing=True)
+        assert training_placement(parallel, None, None, name="keras-mp") == (THREADS_DEFAULT, 0)
+        assert training_placement(Rows(), None, 2, name="asked") == (THREADS_DEFAULT, 2)  # processes given: sent
+    lines = [r.getMessage() for r in caplog.records]
+    assert [line.split(":")[0] for line in lines] == ["keras", "keras-mp"]
+    assert all("Keras dataset" in line and "would import Keras" in line for line in lines)
+    pids: list[int] = []
+    trainer = Train(
+        lambda batch: pids.extend(batch[0][:, 0].tolist()), Rows(), val_yield=Rows(), val_task=lambda batch: None
+    )
+    assert trainer.num_threads == trainer.eval_num_threads == THREADS_DEFAULT
+    trainer.run(1, progress=False)
+    assert set(pids) == {os.getpid()}
+    with as_tf_dataset(Rows()) as dataset:
+        assert loader_of(dataset).processes == 0
+
+
+def test_train_gives_each_loader_the_decode_cores_since_they_take_turns(default):
+    # Each loader is sized for the whole host: the validation loader starts at the first validation
+    # pass, after the training pass, and the test loader only in test().
+    during_training: list[tuple[list, list]] = []
+
+    def step(batch):
+        loaders = trainer._last
+        during_training.append((loaders["val"]._yield_calls.pids, loaders["test"]._yield_calls.pids))
+
+    trainer = Train(
+        step,
+        data.Arrays(length=4),
+        val_yield=data.Arrays(length=2),
+        test_yield=data.Arrays(length=2),
+        val_task=lambda batch: None,
+        test_task=lambda batch: None,
+    )
+    assert {spec[2]["processes"] for spec in trainer._specs.values()} == {"auto"}
+    trainer.run(1, progress=False)
+    processes, _ = auto_placement()
+    assert during_training == [([None] * processes, [None] * processes)] * 4
+    assert all(trainer._last["val"]._yield_calls.pids) and not any(trainer._last["test"]._yield_calls.pids)
+    assert trainer.test(progress=False).batches == 2

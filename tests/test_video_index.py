@@ -393,7 +393,7 @@ def test_a_read_error_while_checking_seeks_is_raised_and_nothing_is_stored(video
         cache.rescan(path)
     assert not failures and len(cache) == 0 and IndexStore(tmp_path).names() == []
     assert cache.rescan(path).seekable  # the next try makes the index
-    assert IndexStore(tmp_path).names() == [str(path)]
+    assert cache.flush(timeout=30) and IndexStore(tmp_path).names() == [str(path)]
 
 
 # The packet index: made without decoding where the packets tell, checked on every read.

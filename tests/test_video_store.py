@@ -27,6 +27,7 @@ from parallel_loader.video._indexes import segments
 from parallel_loader.video._indexes import store as store_module
 from parallel_loader.video._indexes.packet_table import PacketTable
 from parallel_loader.video._indexes.store import FILE_NAME, PACKET_TABLE, IndexStore, Record
+from parallel_loader.video._indexes.writer import close_all
 
 from .helpers import join_all
 from .video_files import write_encoded_video, write_video
@@ -96,6 +97,7 @@ def test_a_changed_file_is_indexed_again(tmp_path, counted):
 
 def damage_entry(directory: Path, name: str) -> None:
     """Flip bytes in the middle of ``name``'s entry, where it lies in the database file (as a bad disk block would)."""
+    close_all()  # what the caches' writers queued is in the store first
     store = IndexStore(directory)
     entry = store.get(name).entry
     store.close()
@@ -228,6 +230,7 @@ def test_threads_share_the_store_and_a_forked_child_opens_its_own_connection(tmp
         code = 1
         try:
             cache.put(record_key(500), index)
+            assert cache.flush(timeout=30)  # os._exit runs no exit handler: what is queued is written first
             code = 0 if cache._store._pid == os.getpid() and cache._store.writable else 1
         finally:
             os._exit(code)

@@ -129,7 +129,7 @@ def test_a_table_that_misleads_falls_back_to_ffmpeg_and_the_clip_stays_exact(fil
     ):
         cache = IndexCache(None)
         table = indexed(path, cache)
-        cache._keep(local_key(path), cache.get(path), damage(table).encode())
+        cache._keep([(local_key(path), cache.get(path), b"")], damage(table).encode())
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="parallel_loader.video._read.local"):
             for start in (0, 11, N - 4):

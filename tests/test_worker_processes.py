@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import os
+import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -21,7 +24,10 @@ import psutil
 import pytest
 
 from parallel_loader import DataLoader, LoaderTimeout, Train, WorkerProcessDied, as_tf_dataset
-from parallel_loader._calls.worker_launch import worker_children
+from parallel_loader._calls import worker_processes
+from parallel_loader._calls.worker_launch import dumps as worker_processes_dumps
+from parallel_loader._calls.worker_launch import executable, worker_children
+from parallel_loader._calls.worker_processes import ProcessCalls
 from parallel_loader.tensorflow._tf_data import loader_of
 
 from . import process_data as data
@@ -40,6 +46,42 @@ def nothing_left_behind():
     gc.collect()
     assert worker_children() == []
     assert shm_left() == []
+
+
+@pytest.fixture
+def wrapped_python(tmp_path):
+    """Make a script the interpreter of ``multiprocessing.set_executable``; put the old one back after.
+
+    The script writes its pid to ``ran.txt`` and runs this interpreter with its arguments.
+    ``gate`` given, it first waits to read a line from that FIFO.
+    """
+    before = multiprocessing.spawn.get_executable()
+
+    def make(gate: str | None = None):
+        record = tmp_path / "ran.txt"
+        script = tmp_path / "python-wrapper"
+        wait = f'read line < "{gate}"\n' if gate else ""
+        script.write_text(f'#!/bin/sh\necho "$$" >> "{record}"\n{wait}exec "{sys.executable}" "$@"\n')
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
+        multiprocessing.set_executable(str(script))
+        return record
+
+    yield make
+    multiprocessing.set_executable(before)
+
+
+def started_by_wrapper(record, count: int, timeout: float = 30.0) -> list[int]:
+    """The pids the wrapper recorded, once it has recorded ``count`` of them (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = [int(p) for p in record.read_text().split()] if record.exists() else []
+        if len(pids) >= count or time.monotonic() >= deadline:
+            return pids
+        time.sleep(0.02)
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
 
 
 def test_every_index_once_per_epoch_in_shuffled_order_as_threads_give_it():
@@ -388,3 +430,77 @@ def test_a_program_that_exits_without_close_leaves_no_worker_and_no_block(tmp_pa
     consumer, *pids = [int(p) for p in run.stdout.split()]
     assert len(pids) == 2 and not any(_alive(p) for p in pids)
     assert [n for n in os.listdir("/dev/shm") if n.startswith(f"pl{consumer}_")] == []
+
+
+def test_workers_run_the_interpreter_multiprocessing_set_executable_names(wrapped_python):
+    record = wrapped_python()
+    assert os.fsdecode(executable()) == str(record.parent / "python-wrapper")
+    with DataLoader(data.Arrays(length=4), num_threads=1, processes=2, ordered=True) as loader:
+        assert [int(b["labels"][1]) for b in loader] == [0, 1, 2, 3]
+        pids = loader._yield_calls.pids
+    assert sorted(started_by_wrapper(record, 2)) == sorted(pids)
+
+
+def test_a_slow_boot_holds_no_lock_and_close_ends_it_at_once_leaving_no_process_or_pipe(tmp_path, wrapped_python):
+    # Each worker's interpreter waits on a gate that never opens, so its boot (4 MB, more than a
+    # pipe holds) is never read. Another worker still starts, and close() ends both without waiting.
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    record = wrapped_python(str(gate))
+    fds = open_fds()
+    fn = data.Arrays(length=4)
+    fn.ballast = np.zeros(4 << 20, np.uint8)
+    calls = ProcessCalls(fn, 2, 1, stream=False, thread_init=None, report=lambda *a: None, name="slow", max_batches=2)
+    failures: list[BaseException] = []
+
+    def bind(number: int) -> None:
+        try:
+            calls.thread_init(number)
+        except BaseException as exc:
+            failures.append(exc)
+
+    binders = [threading.Thread(target=bind, args=(n,), name=f"bind-{n}") for n in range(2)]
+    try:
+        binders[0].start()
+        assert len(started_by_wrapper(record, 1)) == 1  # worker 0 runs; its boot waits on the gate
+        binders[1].start()
+        assert len(started_by_wrapper(record, 2)) == 2  # worker 1 started meanwhile: no lock held by the boot
+        pids = calls.pids
+        closer = threading.Thread(target=calls.close, name="closer")
+        closer.start()
+        closer.join(timeout=20)
+        assert not closer.is_alive()  # close() did not wait for a boot that never ends
+    finally:  # should it fail: end the gated interpreters, which ends every wait above
+        for pid in started_by_wrapper(record, 0, timeout=0):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        for thread in binders:
+            if thread.is_alive():
+                thread.join(timeout=20)
+        calls.close()
+    assert not any(thread.is_alive() for thread in binders)
+    assert sorted(type(f).__name__ for f in failures) == ["LoaderClosed", "LoaderClosed"]
+    assert not any(_alive(p) for p in pids) and worker_children() == []
+    failures.clear()  # their tracebacks hold the lanes
+    binders.clear()
+    calls = None
+    gc.collect()
+    assert open_fds() <= fds  # the boot pipes and the lanes closed
+
+
+def test_one_pickle_is_sent_to_every_worker(monkeypatch):
+    made = []
+    monkeypatch.setattr(worker_processes, "dumps", lambda obj: made.append(1) or worker_processes_dumps(obj))
+    with DataLoader(data.Arrays(length=8), num_threads=2, processes=2) as loader:
+        assert sorted(int(b["labels"][1]) for b in loader) == list(range(8))
+        assert all(loader._yield_calls.pids)
+    assert len(made) == 1  # at construction, to check that it crosses
+
+
+def test_a_worker_replaced_after_an_epoch_hook_starts_with_the_state_the_hook_left(tmp_path):
+    fn = data.HookedDiesOnce(str(tmp_path / "died"), die_epoch=1, length=6)
+    with DataLoader(fn, num_threads=1, processes=1, on_error="skip") as loader:
+        epochs = [sorted(loader) for _ in range(2)]
+        errors = loader.errors
+    assert [(e.index, e.type) for e in errors] == [(2, "WorkerProcessDied")]
+    assert epochs == [[(0, i) for i in range(6)], [(1, i) for i in range(6) if i != 2]]

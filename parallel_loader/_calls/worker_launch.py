@@ -3,11 +3,17 @@
 ``multiprocessing``'s ``spawn`` runs the main script's imports again in every
 child. A training script imports TensorFlow at its top, so each worker would
 take hundreds of megabytes and seconds to start. Here a worker is a fresh
-``python -c`` that ignores Ctrl-C and calls ``worker_main.boot``. Its pipes are
-inherited file descriptors. Its work (the yield function and ``thread_init``)
-comes on the control pipe, pickled with cloudpickle (``dumps``). So what the
-user's script defines travels by value, and the worker imports only the modules
-that code names. See :doc:`/guide/threads_and_processes`.
+``python -c`` that ignores Ctrl-C and calls ``worker_main.boot``. The interpreter
+is the one ``multiprocessing.set_executable`` names, ``sys.executable`` by default.
+Its pipes are inherited file descriptors. Its work (the yield function and
+``thread_init``) comes on a boot pipe of its own, pickled with cloudpickle
+(``dumps``). So what the user's script defines travels by value, and the worker
+imports only the modules that code names. See :doc:`/guide/threads_and_processes`.
+
+Starting is two steps. ``start`` runs the interpreter, which takes a few
+milliseconds. ``send_boot`` then writes the work, which waits for the new
+interpreter to read it: seconds for a large pickle. A caller holding a lock
+releases it between the two.
 
 Objects crossing back (batches, errors) are pickled by reference when they can
 be, and by value otherwise (``dumps_back``). So a batch or an exception of a
@@ -17,9 +23,11 @@ class from the user's script still arrives.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import pickle
 import subprocess
 import sys
+from multiprocessing import spawn
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -27,17 +35,19 @@ from typing import Any
 import cloudpickle
 import psutil
 
-__all__ = ["WorkerProcess", "dumps", "dumps_back", "worker_children"]
+__all__ = ["WorkerProcess", "dumps", "dumps_back", "executable", "worker_children"]
 
 # The worker's program, in the standard library alone until sys.path is the consumer's: the package is then
 # found as the consumer found it. Ctrl-C is the consumer's, so it is ignored before anything else runs.
+# Its arguments are the file descriptors of the boot pipe, the control pipe and the lanes.
 _BOOT = (
     "import os, pickle, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
     "from multiprocessing.connection import Connection; "
-    "control = Connection(int(sys.argv[1]))\n"
-    "try: path, args = pickle.loads(control.recv_bytes())\n"
+    "pipe = Connection(int(sys.argv[1]), writable=False)\n"
+    "try: path, args = pickle.loads(pipe.recv_bytes()); payload = pipe.recv_bytes()\n"
     "except (EOFError, OSError): os._exit(0)\n"
-    "sys.path[:] = path; from parallel_loader._calls.worker_main import boot; boot(control, args)"
+    "pipe.close(); sys.path[:] = path\n"
+    "from parallel_loader._calls.worker_main import boot; boot(Connection(int(sys.argv[2])), (payload, *args))"
 )
 
 
@@ -67,17 +77,21 @@ class WorkerProcess:
 
     Args:
         name: the worker's name, for messages.
-        boot: what ``worker_main.boot`` needs, sent pickled on ``control`` once it starts:
-            the arguments of ``worker_main`` before the pipes.
+        boot: the arguments of ``worker_main`` between the payload and the pipes.
+        payload: the pickled ``(yield_fn, thread_init)`` (``dumps``); every worker may share one.
         control: the worker's end of the control pipe.
         lanes: the worker's ends of the lane pipes.
     """
 
-    def __init__(self, name: str, boot: tuple[Any, ...], control: Connection, lanes: list[Connection]) -> None:
+    def __init__(
+        self, name: str, boot: tuple[Any, ...], payload: bytes, control: Connection, lanes: list[Connection]
+    ) -> None:
         self.name = name
         self._boot = boot
+        self._payload = payload
         self._ends = [control, *lanes]
         self._popen: subprocess.Popen[bytes] | None = None
+        self._boot_end: Connection | None = None  # ours, until send_boot has written the work
 
     @property
     def pid(self) -> int | None:
@@ -89,28 +103,56 @@ class WorkerProcess:
         """None while it runs; its exit status after, negative for the signal that ended it."""
         return None if self._popen is None else self._popen.poll()
 
-    def start(self, parent_control: Connection) -> None:
-        """Start the interpreter, hand it its pipes, and send it ``boot`` on ``parent_control``.
+    @property
+    def booting(self) -> bool:
+        """Started, and its work not yet written: it has nothing to finish, so it may be killed at once."""
+        return self._boot_end is not None
+
+    def start(self) -> None:
+        """Start the interpreter and hand it its pipes; ``send_boot`` then gives it its work.
 
         Raises:
             OSError: the interpreter could not be started.
         """
-        fds = [end.fileno() for end in self._ends]
+        reader, self._boot_end = multiprocessing.Pipe(duplex=False)
+        ends = [reader, *self._ends]
+        fds = [end.fileno() for end in ends]
         try:
             self._popen = subprocess.Popen(
                 # The interpreter's flags (-O, -X dev, -W) as multiprocessing passes them to its children.
-                [sys.executable, *subprocess._args_from_interpreter_flags(), "-c", _BOOT, *map(str, fds)],
+                [executable(), *subprocess._args_from_interpreter_flags(), "-c", _BOOT, *map(str, fds)],
                 pass_fds=fds,
                 stdin=subprocess.DEVNULL,
                 process_group=0,  # a Ctrl-C at the terminal is the consumer's alone, even while a worker starts
             )
+        except BaseException:
+            self._boot_end.close()
+            self._boot_end = None
+            raise
         finally:
-            for end in self._ends:
+            for end in ends:
                 end.close()  # the worker holds them now: its death is a broken pipe here
-        # sys.path first: what the payload names by reference is found as in this process.
-        message = pickle.dumps((list(sys.path), self._boot), protocol=pickle.HIGHEST_PROTOCOL)
-        with contextlib.suppress(OSError):  # it died at once: the lanes' broken pipes tell the loader threads
-            parent_control.send_bytes(message)
+
+    def send_boot(self) -> None:
+        """Write the worker's work on its boot pipe, then close the pipe. Call once, after ``start``, without locks.
+
+        It waits until the new interpreter reads the work. A worker that died, or
+        was killed meanwhile (``booting``), ends it with a broken pipe. That is not
+        raised: the lanes' broken pipes tell the loader threads.
+        """
+        end = self._boot_end
+        if end is None:
+            return
+        try:
+            # sys.path first: what the payload names by reference is found as in this process. The
+            # payload goes as it is, not inside another pickle, which would copy it.
+            with contextlib.suppress(OSError):
+                end.send_bytes(pickle.dumps((list(sys.path), self._boot), protocol=pickle.HIGHEST_PROTOCOL))
+                end.send_bytes(self._payload)
+        finally:
+            self._boot_end = None
+            self._payload = b""  # read by the worker, or never to be: not kept alive here
+            end.close()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until it ends, at most ``timeout`` seconds."""
@@ -123,6 +165,11 @@ class WorkerProcess:
         """Send it SIGKILL (nothing if it has ended)."""
         if self._popen is not None and self._popen.poll() is None:
             self._popen.kill()
+
+
+def executable() -> str | bytes:
+    """The interpreter a worker runs: ``multiprocessing.set_executable``'s, else ``sys.executable``."""
+    return spawn.get_executable() or sys.executable
 
 
 def worker_children() -> list[int]:

@@ -14,6 +14,7 @@ then sends ``("ok", skeleton, reports)`` or ``("error", exc, text, reports)``.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import signal
@@ -38,11 +39,11 @@ Call = Callable[[int, int], Any]
 
 
 def boot(control: Connection, args: tuple[Any, ...]) -> None:
-    """Run ``worker_main`` on the lanes named on the command line, once the boot message came on ``control``.
+    """Run ``worker_main`` on the lanes named on the command line, once its work came on the boot pipe.
 
     ``args`` are the arguments of ``worker_main`` before the pipes (``worker_launch.WorkerProcess``).
     """
-    worker_main(*args, control, [Connection(int(fd)) for fd in sys.argv[2:]])
+    worker_main(*args, control, [Connection(int(fd)) for fd in sys.argv[3:]])
 
 
 def worker_main(
@@ -83,7 +84,7 @@ def worker_main(
         try:
             request = control.recv()
         except (EOFError, OSError):
-            os._exit(0)  # the consumer closed, or died: no orphan
+            _end()  # the consumer closed, or died: no orphan
         if request[0] == "stack":
             frame = thread_frames().get(workers[request[1]].ident or -1)
             control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
@@ -94,6 +95,14 @@ def worker_main(
             except BaseException as exc:
                 exc.add_note(f"raised by {request[1]} in worker process {name} (pid {os.getpid()})")
                 control.send_bytes(dumps_back(portable(exc)))
+
+
+def _end() -> None:
+    """End this worker: its exit handlers run (an index store writes what it holds), its threads are not waited for."""
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        os._exit(0)
 
 
 class WorkerSink:

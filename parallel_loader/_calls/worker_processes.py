@@ -25,6 +25,7 @@ from typing import Any
 from .._core.interrupt_safe import new_lock, notify_all, wait
 from .._core.telemetry import CallTimes
 from .._core.worker_pool import CallSlot
+from .._data.yield_function import epoch_hook
 from .._faults.errors import LoaderClosed, WorkerProcessDied
 from .._faults.results import Task
 from .remote_errors import hook_everywhere, rebuilt
@@ -80,7 +81,7 @@ class ProcessCalls:
                 "has its own copy of the function, so a stream would be read once per process"
             )
         try:
-            dumps((yield_fn, thread_init))
+            payload = dumps((yield_fn, thread_init))
         except Exception as exc:
             raise TypeError(
                 f"processes={processes} sends the yield function and thread_init to each worker process by "
@@ -100,6 +101,11 @@ class ProcessCalls:
         self._lock = new_lock()
         self._changed = threading.Condition(self._lock)
         self._closing = False
+        # The pickle sent to every worker. An epoch hook may change the state: it drops the pickle and counts
+        # itself in _hooks, and the next start pickles again, so that a later worker has that state.
+        self._payload: bytes | None = payload
+        self._hooks = 0
+        self._pickling = new_lock()  # one pickle at a time, made outside _lock
         self._workers = [_Worker(i, f"{name}-process-{i}") for i in range(processes)]
         self._lanes = [_Lane(w, j) for w in self._workers for j in range(num_threads)]
         self._free = list(self._lanes)  # lanes no loader thread is bound to
@@ -165,24 +171,33 @@ class ProcessCalls:
         log.warning("%s: killing worker process %s (pid %s), stuck in a call", self.name, process.name, process.pid)
         process.kill()
         process.join(_EXIT_WAIT)
+        pickled = self._pickled()
         with self._lock:
-            if worker.generation == generation and not self._closing:
-                self._start(worker)
+            started = self._start(worker, pickled) if worker.generation == generation and not self._closing else None
             self._free.append(lane)
             notify_all(self._changed)
+        if started is not None:
+            started.send_boot()
         return f"in worker process {process.name} (pid {process.pid}), thread {lane.thread_name}:\n{stack}"
 
     def hook(self, name: str) -> Callable[[int], Any] | None:
-        own = getattr(self._yield_fn, name, None)
-        if own is None:
+        own = epoch_hook(self._yield_fn, name)
+        if own is None:  # none, or YieldFunction's no-op: no pickle to make again, no worker to tell
             return None
+
+        def here(epoch: int) -> None:  # under the lock (hook_everywhere)
+            try:
+                own(epoch)
+            finally:
+                self._payload = None  # the state may have changed: the next start pickles it again
+                self._hooks += 1
 
         def tell(worker: _Worker, epoch: int) -> tuple[BaseException, str] | None:
             reply = _remote(worker, ("hook", name, epoch), None)
             # None: the worker died or was replaced; a replacement gets the state after the hook.
             return reply if isinstance(reply, tuple) else None
 
-        return hook_everywhere(own, self._lock, lambda: [w for w in self._workers if w.process is not None], tell)
+        return hook_everywhere(here, self._lock, lambda: [w for w in self._workers if w.process is not None], tell)
 
     def times(self) -> tuple[dict[str, CallTimes], float]:
         return {}, 0.0  # the loader threads' call times include the pipe's time
@@ -197,6 +212,7 @@ class ProcessCalls:
 
     def _bind(self, number: int) -> None:
         """The pool's thread_init: bind this loader thread to a free lane, starting its worker if need be."""
+        pickled = self._pickled()
         with self._lock:
             while not self._free and not self._closing:
                 wait(self._changed, self._lock)
@@ -204,8 +220,9 @@ class ProcessCalls:
                 raise LoaderClosed(f"{self.name}: the worker processes are closed")
             lane = self._free.pop(0)
             self._bound[threading.current_thread()] = lane
-            if lane.worker.process is None:
-                self._start(lane.worker)
+            started = self._start(lane.worker, pickled) if lane.worker.process is None else None
+        if started is not None:
+            started.send_boot()
         self._local.lane = lane
         for attempt in range(2):
             with self._lock:
@@ -270,6 +287,8 @@ class ProcessCalls:
         Returns True for a call the watchdog abandoned (its lane went to another thread): it is dropped.
         """
         worker = lane.worker
+        pickled = self._pickled()  # for the replacement this thread may start below
+        started = None
         with self._lock:
             if self._closing or worker.closed:
                 raise LoaderClosed(f"{self.name}: the worker processes were closed during a call")
@@ -289,8 +308,10 @@ class ProcessCalls:
                 worker.died[generation] = (process.pid, process.exitcode)
                 log.error("%s: worker process %s died with exit code %s", self.name, process.name, process.exitcode)
                 if worker.generation == generation:
-                    self._start(worker)
+                    started = self._start(worker, pickled)
             pid, exitcode = worker.died[generation]
+        if started is not None:
+            started.send_boot()
         index = None if task is None else task[4]
         what = "starting" if task is None else f"making index {index}"
         raise WorkerProcessDied(
@@ -301,15 +322,42 @@ class ProcessCalls:
             index=index,
         )
 
-    def _start(self, worker: _Worker) -> None:
-        """Start (or replace) ``worker``'s process with a pickle of the yield function now. Lock held."""
-        payload = dumps((self._yield_fn, self._thread_init))  # before the pipes: a failure here leaves none open
+    def _pickled(self) -> tuple[bytes | None, int]:
+        """The pickle to start a worker from, and ``_hooks`` then; made again after a hook here, not under the lock.
+
+        None when closing, or when pickling failed: ``_start`` then pickles under the lock.
+        """
+        with self._pickling:  # threads starting workers at once share one pickle
+            with self._lock:
+                payload, hooks = self._payload, self._hooks
+                if self._closing:
+                    return None, hooks
+            if payload is None:
+                try:
+                    payload = dumps((self._yield_fn, self._thread_init))
+                except Exception:  # perhaps a hook changing the state meanwhile: _start tries again
+                    return None, hooks
+                with self._lock:
+                    if self._hooks == hooks:
+                        self._payload = payload
+            return payload, hooks
+
+    def _start(self, worker: _Worker, pickled: tuple[bytes | None, int]) -> WorkerProcess:
+        """Start (or replace) ``worker``'s process, from ``pickled`` (``_pickled``). Lock held.
+
+        Returns the process, whose ``send_boot`` the caller calls once it has released the lock.
+        """
+        payload = pickled[0] if pickled[1] == self._hooks else None
+        if payload is None:
+            # A hook ran since: pickle its state under the lock, so that no later hook passes this worker by.
+            if self._payload is None:
+                self._payload = dumps((self._yield_fn, self._thread_init))  # before the pipes: none left open
+            payload = self._payload
         pipes = [multiprocessing.Pipe() for _ in range(self.num_threads + 1)]
-        skip = bool(getattr(self._report, "skip", False))
-        boot = (payload, worker.number, worker.name, self._blocks.capacity, skip)
-        process = WorkerProcess(worker.name, boot, pipes[0][1], [p[1] for p in pipes[1:]])
+        boot = (worker.number, worker.name, self._blocks.capacity, bool(getattr(self._report, "skip", False)))
+        process = WorkerProcess(worker.name, boot, payload, pipes[0][1], [p[1] for p in pipes[1:]])
         try:
-            process.start(pipes[0][0])
+            process.start()
         except BaseException:
             for ours, _ in pipes:
                 ours.close()  # start() closed the worker's ends
@@ -324,6 +372,7 @@ class ProcessCalls:
                 lane.greeted = False
         notify_all(self._changed)
         log.debug("%s: started worker process %s (pid %s)", self.name, process.name, process.pid)
+        return process
 
 
 class _Worker:
@@ -382,6 +431,9 @@ def _shutdown(workers: list[_Worker], blocks: BlockPool) -> None:
     try:
         for worker in workers:
             worker.closed = True
+            process = worker.process
+            if process is not None and process.booting:
+                process.kill()  # it has no work yet; the write of its boot, perhaps waiting, then fails
             with worker.control_lock:
                 control, worker.control = worker.control, None
             if control is not None:

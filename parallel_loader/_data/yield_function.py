@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["YieldFunction", "call_of", "check_instance", "checked_len", "epoch_length", "has_epoch_hooks"]
+__all__ = ["YieldFunction", "call_of", "check_instance", "checked_len", "epoch_hook", "epoch_length", "has_epoch_hooks"]
 
 
 class YieldFunction:
@@ -72,13 +72,19 @@ class YieldFunction:
 
 def has_epoch_hooks(obj: Any) -> bool:
     """Whether ``obj`` has an ``on_epoch_begin`` or ``on_epoch_end`` of its own (not ``YieldFunction``'s no-ops)."""
-    for hook in ("on_epoch_begin", "on_epoch_end"):
-        own = getattr(type(obj), hook, None)
-        if own is not None and own is not getattr(YieldFunction, hook):
-            return True
-        if hook in getattr(obj, "__dict__", {}):
-            return True
-    return False
+    return any(epoch_hook(obj, hook) is not None for hook in ("on_epoch_begin", "on_epoch_end"))
+
+
+def epoch_hook(obj: Any, name: str) -> Callable[[int], Any] | None:
+    """``obj``'s epoch hook ``name`` (``on_epoch_begin`` or ``on_epoch_end``); None if it has none of its own.
+
+    ``YieldFunction``'s no-ops are none of its own.
+    """
+    if name in getattr(obj, "__dict__", {}):
+        return getattr(obj, name)
+    if getattr(type(obj), name, None) in (None, getattr(YieldFunction, name)):
+        return None
+    return getattr(obj, name)
 
 
 def check_instance(obj: Any, what: str = "the yield function") -> None:

@@ -13,7 +13,8 @@ cores, none run past the ceiling. ``training_placement`` is the default of
 ``as_tf_dataset`` and ``Train``. With neither ``num_threads`` nor ``processes``
 given, they decode in worker processes, so the trainer's Python never takes the
 GIL from a decode thread. A yield function that cannot cross to a process falls
-back to threads, with one log line. A plain ``DataLoader`` keeps threads. See
+back to threads, with one log line. So does a Keras dataset: a worker would
+import Keras to unpickle it. A plain ``DataLoader`` keeps threads. See
 :doc:`/guide/host_scale`.
 """
 
@@ -25,6 +26,7 @@ import os
 from typing import Any
 
 from .._calls.worker_launch import dumps
+from .._data.keras_source import KerasSource, keras_dataset_base
 from .autotune import available_cores
 
 __all__ = ["ENV", "GIL_SHARE", "THREADS_DEFAULT", "auto_placement", "training_placement"]
@@ -99,6 +101,12 @@ def _cannot_cross(yield_fn: Any, also: tuple[Any, ...]) -> str | None:
     """Why ``yield_fn`` (with ``also``, what crosses with it) cannot go to worker processes, or None if it can."""
     if not hasattr(yield_fn, "__len__"):  # a sample dataset has no __call__: epoch_length would refuse it
         return "it is a stream (no __len__), which each process would read again"
+    if isinstance(yield_fn, KerasSource) or keras_dataset_base(yield_fn) is not None:
+        # Its base class crosses by reference: unpickling it imports Keras, and Keras its backend.
+        return (
+            "it is a Keras dataset: each worker process would import Keras and its backend to unpickle it, "
+            "seconds and hundreds of MB each; pass processes to send it to worker processes anyway"
+        )
     try:
         size = len(dumps((yield_fn, *also)))
     except Exception as exc:

@@ -159,6 +159,8 @@ class Train:
         if workers is not None:
             processes = processes or 0  # the calls run in Ray actors
         self._specs: dict[str, tuple[Any, int | str, dict[str, Any]]] = {}
+        # Each loader may get every decode core: they take turns (a validation pass between epochs, the test
+        # data in test() alone), and between passes one only makes its next pass's first batches.
         for name, data_set, nthread, kwargs in (
             ("train", train_yield, threads, {**train_kwargs, **batching}),
             ("val", val_yield, eval_threads, batching),

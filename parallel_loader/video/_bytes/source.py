@@ -128,7 +128,9 @@ def opencv_source(path: str | os.PathLike[str]) -> str | BinaryIO:
     return os.fspath(path)
 
 
-def open_container(path: str | os.PathLike[str], header_only: bool = False) -> InputContainer:
+def open_container(
+    path: str | os.PathLike[str], header_only: bool = False, container_format: str | None = None
+) -> InputContainer:
     """Open ``path`` (a file, a URL, a tar member or a ``Fetched``) for demuxing.
 
     A URL is read through a ``RangeFile``, which fetches what FFmpeg asks for in
@@ -136,7 +138,9 @@ def open_container(path: str | os.PathLike[str], header_only: bool = False) -> I
     ``subfile`` of its shard. With ``header_only`` FFmpeg reads the header and
     decodes nothing to learn the streams. An H.264 stream then opens in a quarter
     of the time. Its pixel format stays unknown, and its decoder's delay unguessed:
-    for reading tables, not for decoding.
+    for reading tables, not for decoding. A ``container_format`` (FFmpeg's
+    demuxer name) skips FFmpeg's probe of every demuxer: for a caller that read
+    the file's signature, which FFmpeg's probe would match.
 
     Raises:
         FileNotFoundError: there is no file at ``path``.
@@ -154,8 +158,10 @@ def open_container(path: str | os.PathLike[str], header_only: bool = False) -> I
         opened = os.fspath(path)
     try:
         if header_only:
-            return av.open(opened, options=_HEADER_ONLY, stream_options=[_NO_DECODING] * _STREAMS)
-        return av.open(opened)
+            return av.open(
+                opened, format=container_format, options=_HEADER_ONLY, stream_options=[_NO_DECODING] * _STREAMS
+            )
+        return av.open(opened, format=container_format)
     except av.error.FFmpegError as exc:
         shown = shown_url(path) if is_url(path) else path
         raise VideoDecodeError(

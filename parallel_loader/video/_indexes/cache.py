@@ -9,9 +9,10 @@ that its clip comes from the same pass.
 
 Indexes are kept by default in memory, up to ``max_bytes`` (least recently used
 first out). They are also kept in a store on disk (``store``), in a per-user
-cache directory: a second run and every worker find them made. A miss in memory
-looks up that one name in the store. An index is keyed by the file's absolute
-path, size and modification time: a changed file is indexed again. ``python -m
+cache directory: a second run and every worker find them made. A thread of the
+cache's writes them there, in batches (``writer``). A miss in memory looks up
+that one name in the store. An index is keyed by the file's absolute path, size
+and modification time: a changed file is indexed again. ``python -m
 parallel_loader.video.index ROOT_OR_LIST`` makes indexes ahead. See :doc:`/video/indexes`.
 """
 
@@ -19,11 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import av
@@ -35,10 +35,12 @@ from .._base.keys import Fetched, SourceKey, is_url, stream_slot, url_name
 from .._bytes.remote_shards import RemoteObject, remote_source
 from .._bytes.source import source_key
 from .header import index_object
+from .held import charge, held_within
 from .make import make_index
 from .packet_table import PacketTable, kept_table
 from .scan import not_seekable_warning, scan
-from .store import PACKET_TABLE, IndexStore, Record
+from .store import ENVIRONMENT_VARIABLE, PACKET_TABLE, IndexStore, Record, default_directory
+from .writer import writer_for
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -54,15 +56,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to keep indexes in memory only
 # 512 MiB: about 1.7 million files with evenly spaced timestamps and 63-character paths (~310 bytes each, see
 # IndexCache), so a Kinetics-700-sized set (650,000 videos) fits with room for longer paths and irregular timestamps.
 DEFAULT_MAX_BYTES = 512 << 20
 # 256 MiB: the packet tables of about 290,000 ten-second files at 30 frames a second (~935 bytes each).
 DEFAULT_MAX_TABLE_BYTES = 256 << 20
 _TABLE = PACKET_TABLE  # ends the slot of a local file's packet table
-_SLOT_BYTES = 120  # what an entry costs beyond its name and bytes: the table's slot and its LRU link
-_OFF = ("", "0", "off", "none", "false", "no")
 
 
 class _UserDefault:
@@ -73,24 +72,14 @@ class _UserDefault:
 USER_DEFAULT = _UserDefault()
 
 
-def default_directory() -> Path | None:
-    """Where indexes are kept unless an ``IndexCache`` is given another directory.
-
-    ``$PARALLEL_LOADER_VIDEO_INDEX`` when set (``off`` for nowhere: memory only),
-    else ``$XDG_CACHE_HOME/parallel_loader/video_index`` (``~/.cache/...`` by default).
-    """
-    chosen = os.environ.get(ENVIRONMENT_VARIABLE)
-    if chosen is not None:
-        return None if chosen.strip().lower() in _OFF else Path(chosen).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "parallel_loader" / "video_index"
-
-
 class IndexCache:
     """Video indexes by file: made on first use, kept in memory and on disk.
 
     Safe to use from several threads at once. One lock guards the table. Two
     threads asking for the same new file may both index it; the results agree.
+    New indexes reach the store about 50 ms later, in batches written by a
+    thread of the process (one per store, ``writer``). Until then every cache of
+    the process finds them. ``flush`` waits for them; ``close`` ends the thread.
     An entry is valid while the file keeps its size and modification time; a
     changed file is indexed again. A file whose seeks are not exact is named in
     one warning, the first time this cache meets it.
@@ -140,6 +129,7 @@ class IndexCache:
         self.max_bytes = max_bytes
         self.max_table_bytes = max_table_bytes
         self._store = None if self.directory is None else IndexStore(self.directory)
+        self._writer = None if self._store is None else writer_for(self._store)  # one per store file, shared
         self.shard_tables = self._store  # where remote shards' member tables are kept (``_bytes.remote_shards``)
         # Held while reading or changing the fields below, never while decoding or reading files.
         self._lock = threading.Lock()
@@ -204,7 +194,7 @@ class IndexCache:
             # A table made with an index from packets; not one left from before a rescan or a distrust.
             return index, self._held_table(key) if index.made_by == PACKETS and index.seekable else None
         index, table = make_index(path, key, on_frame, on_index)
-        self._keep(key, index, table.encode() if table is not None and self.max_table_bytes else None)
+        self._keep([(key, index, b"")], table.encode() if table is not None and self.max_table_bytes else None)
         return index, table
 
     def rescan(
@@ -243,22 +233,34 @@ class IndexCache:
 
     def put(self, key: SourceKey, index: VideoIndex, extra: bytes = b"") -> None:
         """Keep ``index`` (and ``extra``: see ``latest``) for this version of a file, in memory and on disk."""
-        self._keep(key, index, None, extra)
+        self._keep([(key, index, extra)])
 
-    def _keep(self, key: SourceKey, index: VideoIndex, table: bytes | None, extra: bytes = b"") -> None:
-        """``put``, and a local file's packet table (``PacketTable.encode``) unless None: one write to the store."""
-        written_ns = time.time_ns()
-        records = [Record(key.slot, Record.entry_of(key, written_ns, encode(index) + extra), written_ns)]
+    def put_many(self, items: Iterable[tuple[SourceKey, VideoIndex, bytes]]) -> None:
+        """``put`` for each ``(key, index, extra)`` of ``items``: written to the store in one transaction."""
+        self._keep(list(items))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the indexes kept so far are in the store; False if ``timeout`` seconds passed first."""
+        return True if self._writer is None else self._writer.flush(timeout)
+
+    def _keep(self, items: list[tuple[SourceKey, VideoIndex, bytes]], table: bytes | None = None) -> None:
+        """``put_many``, and the first file's packet table (``PacketTable.encode``) unless None: one batch to write."""
+        if not items:
+            return
+        written_ns, key = time.time_ns(), items[0][0]
+        records = [Record(k.slot, Record.entry_of(k, written_ns, encode(i) + x), written_ns) for k, i, x in items]
         if table is not None:
             records.append(Record(key.slot + _TABLE, Record.entry_of(key, written_ns, table), written_ns))
         with self._lock:
-            self._insert(records[0].name, records[0].entry)
+            for record in records[: len(items)]:
+                self._insert(record.name, record.entry)
             if table is not None:
-                self._insert_table(records[1].name, records[1].entry)
-                self._forgotten.discard(records[1].name)
-        if self._store is not None:
-            self._store.write(records)
-        self._report(key, index)
+                self._insert_table(records[-1].name, records[-1].entry)
+                self._forgotten.discard(records[-1].name)
+        if self._writer is not None:
+            self._writer.submit(records)  # written by its thread, in a batch; seen by ``_fetch`` until then
+        for key, index, _ in items:
+            self._report(key, index)
 
     def distrust(self, path: str | os.PathLike[str], reason: str, stream: int | None = None) -> None:
         """Mark a file's seeks as not exact (a read found its timestamps wrong), here and on disk."""
@@ -272,7 +274,7 @@ class IndexCache:
             self._forgotten.add(slot)
             entry = self._tables.pop(slot, None)
             if entry is not None:
-                self._table_bytes -= _charge(slot, entry)
+                self._table_bytes -= charge(slot, entry)
 
     def clear(self) -> None:
         """Forget every index held in memory (those on disk stay)."""
@@ -284,7 +286,9 @@ class IndexCache:
             self._reported.clear()
 
     def close(self) -> None:
-        """Close this process's connection to the store (a later lookup or write opens it again)."""
+        """Write what is queued, end the writer's thread and close the store (a later use opens them again)."""
+        if self._writer is not None:
+            self._writer.close()
         if self._store is not None:
             self._store.close()
 
@@ -361,7 +365,9 @@ class IndexCache:
 
     def _fetch(self, slot: str) -> bool:
         """Take ``slot``'s record from the store into memory, unless memory holds a newer one; False if none."""
-        record = None if self._store is None else self._store.get(slot)
+        record = None if self._writer is None else self._writer.pending(slot)
+        if record is None and self._store is not None:
+            record = self._store.get(slot)
         if record is None:
             return False
         entries, insert = (self._tables, self._insert_table) if slot.endswith(_TABLE) else (self._entries, self._insert)
@@ -373,12 +379,12 @@ class IndexCache:
 
     def _insert(self, name: str, entry: bytes) -> None:
         """Hold ``entry`` for ``name``; drop the least recently used beyond ``max_bytes``. Caller holds the lock."""
-        self._bytes, gone = _held_within(self._entries, name, entry, self._bytes, self.max_bytes, keep=1)
+        self._bytes, gone = held_within(self._entries, name, entry, self._bytes, self.max_bytes, keep=1)
         self._evicted += gone
 
     def _insert_table(self, name: str, entry: bytes) -> None:
         """``_insert`` for a packet table, within ``max_table_bytes``. Caller holds the lock."""
-        self._table_bytes, _ = _held_within(self._tables, name, entry, self._table_bytes, self.max_table_bytes, keep=0)
+        self._table_bytes, _ = held_within(self._tables, name, entry, self._table_bytes, self.max_table_bytes, keep=0)
 
     def _report(self, key: SourceKey, index: VideoIndex) -> None:
         if index.seekable:
@@ -389,28 +395,6 @@ class IndexCache:
             self._reported.add(key.slot)
         shown = key.name if key.stream is None else f"{key.name} (stream {key.stream})"
         log.warning("%s", not_seekable_warning(shown, index))
-
-
-def _charge(name: str, entry: bytes) -> int:
-    return sys.getsizeof(name) + sys.getsizeof(entry) + _SLOT_BYTES
-
-
-def _held_within(entries: OrderedDict[str, bytes], name: str, entry: bytes, held: int, limit: int, keep: int):
-    """Put ``entry`` in ``entries`` (charged ``held`` bytes) last; drop the first beyond ``limit``, down to ``keep``.
-
-    Returns the bytes now charged and how many entries were dropped.
-    """
-    old = entries.pop(name, None)
-    if old is not None:
-        held -= _charge(name, old)
-    entries[name] = entry
-    held += _charge(name, entry)
-    dropped = 0
-    while held > limit and len(entries) > keep:
-        gone, gone_entry = entries.popitem(last=False)
-        held -= _charge(gone, gone_entry)
-        dropped += 1
-    return held, dropped
 
 
 def default_index_cache() -> IndexCache:

@@ -26,6 +26,7 @@ from .track_packets import read_at
 __all__ = ["make_index"]
 
 _HEADER_ONLY_FAMILIES = ("mov", "matroska")
+_AVI_SIGNATURE = (b"RIFF", b"AVI ")  # bytes 0-3 and 8-11; FFmpeg's probe gives its "avi" demuxer the top score
 _HEADER_ONLY_CODECS = ("h264", "vp8", "vp9", "av1")  # FFmpeg's canonical names, whatever the decoder
 
 log = logging.getLogger(__name__)
@@ -45,24 +46,25 @@ def make_index(
     An index from the tables comes with the stream's packet table; otherwise the table is None.
     """
     with open_bytes(path) as file:  # the tables' bytes, read beside FFmpeg's own reads
-        quick = _from_header_only(path, key, file) if _worth_a_header_only_open(file) else None
+        head = read_at(file, 0, 12)
+        quick = _from_header_only(path, key, file) if _worth_a_header_only_open(head) else None
         if isinstance(quick, tuple):
             return quick
+        demuxer = "avi" if (head[:4], head[8:12]) == _AVI_SIGNATURE else None  # no probe of every demuxer
         if isinstance(quick, Refused):  # the tables cannot tell: the packets, in a container opened as usual
-            found = _indexed(path, key, on_index, None)
+            found = _indexed(path, key, on_index, None, demuxer)
         else:
-            found = _indexed(path, key, on_index, file)
+            found = _indexed(path, key, on_index, file, demuxer)
             if found is None:  # the tables' check read a packet, then they could not tell: demux from the start
-                found = _indexed(path, key, on_index, None)
+                found = _indexed(path, key, on_index, None, demuxer)
     if not isinstance(found, str):
         return found
     log.debug("video %s is indexed by decoding: %s", key.name, found)
     return scan(path, on_frame, key.stream), None
 
 
-def _worth_a_header_only_open(file: BinaryIO) -> bool:
-    """Whether the file starts as an MP4/MOV or a Matroska file does (where H.264, VP8, VP9 and AV1 are common)."""
-    head = read_at(file, 0, 8)
+def _worth_a_header_only_open(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is MP4/MOV or Matroska (where H.264, VP8, VP9 and AV1 are common)."""
     return head[4:8] in MOV_BOXES or head[:4] == EBML_MAGIC
 
 
@@ -101,9 +103,13 @@ def _indexed(
     key: SourceKey,
     on_index: Callable[[InputContainer, VideoStream, VideoIndex], None] | None,
     tables: BinaryIO | None,
+    demuxer: str | None = None,
 ) -> tuple[VideoIndex, PacketTable | None] | str | None:
-    """The index and table from the tables (read from ``tables``) or the packets; why not; None: try the packets."""
-    with open_video(path, key.stream) as (container, stream):
+    """The index and table from the tables (read from ``tables``) or the packets; why not; None: try the packets.
+
+    ``demuxer`` names FFmpeg's demuxer where the file's signature told it (see ``open_container``).
+    """
+    with open_video(path, key.stream, container_format=demuxer) as (container, stream):
         made = _from_tables(container, stream, tables, key) if tables is not None else None
         if isinstance(made, Refused) and made.demuxed:
             return None

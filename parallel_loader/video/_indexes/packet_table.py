@@ -70,7 +70,8 @@ class PacketTable:
         gaps = self.pos - np.concatenate(([0], ends[:-1]))  # 0 where a packet follows the one before it
         pts = np.diff(self.pts, prepend=0)
         columns = b"".join(_narrowed(column) for column in (gaps, self.size, pts))
-        return bytes(head) + zlib.compress(columns + np.packbits(self.key).tobytes())
+        # Level 1: a third of the default level's time, for about 4% more bytes (a first touch encodes one).
+        return bytes(head) + zlib.compress(columns + np.packbits(self.key).tobytes(), 1)
 
     @classmethod
     def decode(cls, data: bytes) -> PacketTable:

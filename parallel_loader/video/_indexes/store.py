@@ -56,6 +56,7 @@ from . import segments
 
 __all__ = [
     "BUSY_S",
+    "ENVIRONMENT_VARIABLE",
     "FILE_NAME",
     "MEMBER_BYTES",
     "MEMBER_TABLE",
@@ -63,11 +64,14 @@ __all__ = [
     "PACKET_TABLE",
     "IndexStore",
     "Record",
+    "default_directory",
     "file_system",
 ]
 
 log = logging.getLogger(__name__)
 
+ENVIRONMENT_VARIABLE = "PARALLEL_LOADER_VIDEO_INDEX"  # a directory, or "off" to keep indexes in memory only
+_OFF = ("", "0", "off", "none", "false", "no")
 FILE_NAME = "indexes-v3.sqlite"  # bump the number when the schema or the entry changes: an older one is left alone
 PACKET_TABLE = "\x00packets"  # ends the name of a local file's packet table (a NUL is in no path)
 MEMBER_TABLE = "\x00members"  # ends the name of a remote shard's member table (kept with the packet tables)
@@ -93,6 +97,19 @@ ON CONFLICT (name) DO UPDATE SET written_ns = excluded.written_ns, crc = exclude
 WHERE excluded.written_ns >= {0}.written_ns OR crc32({0}.entry) != {0}.crc
 """
 _SELECT = "SELECT written_ns, crc, entry FROM {0} WHERE name = ?"
+
+
+def default_directory() -> Path | None:
+    """Where indexes are kept unless an ``IndexCache`` is given another directory.
+
+    ``$PARALLEL_LOADER_VIDEO_INDEX`` when set (``off`` for nowhere: memory only),
+    else ``$XDG_CACHE_HOME/parallel_loader/video_index`` (``~/.cache/...`` by default).
+    """
+    chosen = os.environ.get(ENVIRONMENT_VARIABLE)
+    if chosen is not None:
+        return None if chosen.strip().lower() in _OFF else Path(chosen).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "parallel_loader" / "video_index"
 
 
 @dataclass(frozen=True)

@@ -34,12 +34,16 @@ class SeekMismatch(Exception):
 
 @contextmanager
 def open_video(
-    path: str | os.PathLike[str], stream: StreamChoice = None, header_only: bool = False
+    path: str | os.PathLike[str],
+    stream: StreamChoice = None,
+    header_only: bool = False,
+    container_format: str | None = None,
 ) -> Iterator[tuple[InputContainer, VideoStream]]:
     """``with open_video(path) as (container, stream)``: a PyAV container and its video stream ``stream``.
 
     ``stream`` is a stream's number, or None for the one FFmpeg picks as best (see ``streams``).
     ``header_only``: FFmpeg learns the streams from the header alone (see ``open_container``).
+    ``container_format`` names FFmpeg's demuxer for a file whose signature was read (see ``open_container``).
 
     The stream decodes with one thread: the loader's threads give the parallelism.
     An error the file's content causes in the ``with`` block (FFmpeg's, or
@@ -52,7 +56,7 @@ def open_video(
             video stream. Or ``stream`` names no video stream of it. Or its content
             fails to decode in the ``with`` block.
     """
-    container = open_container(path, header_only)
+    container = open_container(path, header_only, container_format)
     try:
         chosen = chosen_stream(container, stream, path)
         chosen.codec_context.thread_count = 1
