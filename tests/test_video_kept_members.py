@@ -9,6 +9,7 @@ from parallel_loader.video._bytes.remote_shards import member_key
 from parallel_loader.video._bytes.tar_members import MemberTable
 from parallel_loader.video._indexes.member_bytes import KEPT_MEMBER_BYTES, keep_members, read_kept
 from parallel_loader.video._indexes.store import MEMBER_BYTES, IndexStore
+from parallel_loader.video._indexes.writer import close_all
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,7 +35,9 @@ class Shard:
 def test_a_member_is_read_once_then_found_by_any_process_using_the_store(tmp_path):
     shard = Shard({"0.txt": b"a caption", "0.json": b"{}"})
     assert read_kept(IndexStore(tmp_path), table(), ["0.txt", "0.json"], shard) == shard.contents
-    assert read_kept(IndexStore(tmp_path), table(), ["0.txt", "0.json"], shard) == shard.contents
+    assert read_kept(IndexStore(tmp_path), table(), ["0.txt", "0.json"], shard) == shard.contents  # queued
+    close_all()  # written, as at this process's exit
+    assert read_kept(IndexStore(tmp_path), table(), ["0.txt", "0.json"], shard) == shard.contents  # in the store
     assert shard.reads == [["0.json", "0.txt"]]
     names = IndexStore(tmp_path).names()
     assert sorted(n for n in names if n.endswith(MEMBER_BYTES)) == [
@@ -63,6 +66,7 @@ def test_a_member_over_the_bound_is_read_each_time_and_none_without_a_store(tmp_
         assert read_kept(store, table(), ["0.mp4"], video) == {"0.mp4": video.contents["0.mp4"]}
         read_kept(None, table(), ["0.txt"], video)
     assert video.reads == [["0.mp4"], ["0.txt"], ["0.mp4"], ["0.txt"]]
+    close_all()
     assert not [n for n in store.names() if n.endswith(MEMBER_BYTES)]
 
 

@@ -296,6 +296,7 @@ def test_a_worker_process_shares_the_captions_kept_in_the_store(server, tmp_path
 
     here = VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "here"))
     expected = sorted(captions_in(here, epoch(proxy, here)[0]))
+    assert here.index_cache.flush(30)  # the indexes and captions in the store before the worker starts
     batches, requests = worker_epoch(VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "here")))
     assert sorted(captions_in(here, batches)) == expected
     there = VideoDataset(samples, **CAPTIONED, index_cache=IndexCache(tmp_path / "there"))

@@ -13,19 +13,21 @@ shard rewritten since gives another key, so its old bytes are never served; the
 member's next read writes over them. A member is taken from the store only
 right after a read of its shard checked the shard's version: in
 ``VideoDataset``, its clip's read. That read lets go of a member table older
-than the shard (``remote_shards``). The store grows by at most
-``KEPT_MEMBER_BYTES`` a member name; nothing is held in memory. Nothing here
-decodes. See :doc:`/video/in_memory`.
+than the shard (``remote_shards``). The store's writer thread writes them
+(``writer``). The store grows by at most ``KEPT_MEMBER_BYTES`` a member name;
+nothing is held in memory but the writer's queue. Nothing here decodes. See :doc:`/video/in_memory`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 
 from .._base.keys import SourceKey
 from .._bytes.remote_shards import member_key
 from .._bytes.tar_members import MemberTable
-from .store import MEMBER_BYTES, IndexStore
+from .store import MEMBER_BYTES, IndexStore, Record
+from .writer import StoreWriter, writer_for
 
 __all__ = ["KEPT_MEMBER_BYTES", "keep_members", "read_kept"]
 
@@ -53,28 +55,43 @@ def read_kept(
         FileNotFoundError: the shard has no member of one of those names.
     """
     keys = {name: member_key(table, name) for name in names}
+    writer = None if store is None else writer_for(store)
     found = {}
     for name, key in keys.items():
-        data = None if store is None or key.size > KEPT_MEMBER_BYTES else _kept(store, key)
+        data = None if writer is None or key.size > KEPT_MEMBER_BYTES else _kept(writer, key)
         if data is not None:
             found[name] = data
     missing = [name for name in names if name not in found]
     if missing:
         fresh = read(missing)
         found.update(fresh)
-        if store is not None:
-            keep_members(store, [(keys[name], fresh[name]) for name in missing])
+        if writer is not None:
+            _keep(writer, [(keys[name], fresh[name]) for name in missing])
     return found
 
 
 def keep_members(store: IndexStore, members: Iterable[tuple[SourceKey, bytes]]) -> None:
-    """Keep each member up to ``KEPT_MEMBER_BYTES`` under its key (``member_key``), in one write; others are left."""
-    store.keep_keyed(MEMBER_BYTES, [(key, data) for key, data in members if len(data) == key.size <= KEPT_MEMBER_BYTES])
+    """Keep each member up to ``KEPT_MEMBER_BYTES`` under its key (``member_key``); others are left.
+
+    The store's writer thread writes them, in a batch; a lookup finds them at once.
+    """
+    _keep(writer_for(store), members)
 
 
-def _kept(store: IndexStore, key: SourceKey) -> bytes | None:
+def _keep(writer: StoreWriter, members: Iterable[tuple[SourceKey, bytes]]) -> None:
+    written_ns = time.time_ns()
+    records = [
+        Record.of_key(key, MEMBER_BYTES, data, written_ns)
+        for key, data in members
+        if len(data) == key.size <= KEPT_MEMBER_BYTES
+    ]
+    if records:
+        writer.submit(records)
+
+
+def _kept(writer: StoreWriter, key: SourceKey) -> bytes | None:
     """The bytes kept for the member ``key`` names, or None: none kept, or kept of another version."""
-    found = store.keyed(key.name, MEMBER_BYTES)
-    if found is None or found[0] != key or len(found[1]) != key.size:
-        return None
-    return found[1]
+    name = key.name + MEMBER_BYTES
+    record = writer.pending(name) or writer.store.get(name)
+    found = None if record is None else record.key_and_data(key.name)
+    return found[1] if found is not None and found[0] == key and len(found[1]) == key.size else None

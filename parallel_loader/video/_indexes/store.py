@@ -134,6 +134,19 @@ class Record:
         put_varint(out, written_ns)
         return bytes(out) + index
 
+    @classmethod
+    def of_key(cls, key: SourceKey, suffix: str, data: bytes, written_ns: int) -> Record:
+        """The record of ``data`` under ``key``, named by its name and ``suffix`` (``MEMBER_TABLE``...)."""
+        return cls(key.name + suffix, cls.entry_of(key, written_ns, data), written_ns)
+
+    def key_and_data(self, name: str) -> tuple[SourceKey, bytes] | None:
+        """``(key, data)`` of a record ``of_key`` made for ``name``; None where its entry is cut short."""
+        try:
+            size, version, _, offset = self.parse_entry(self.entry)
+        except ValueError:
+            return None
+        return SourceKey(name, size, version), self.entry[offset:]
+
     @staticmethod
     def parse_entry(entry: bytes) -> tuple[int, str, int, int]:
         """``(size, version, written_ns, offset of the index)`` of an entry.
@@ -219,27 +232,12 @@ class IndexStore:
 
     def shard_table(self, name: str) -> tuple[SourceKey, bytes] | None:
         """The member table kept for the shard at URL ``name``: ``(shard key, table bytes)``, or None."""
-        return self.keyed(name, MEMBER_TABLE)
+        record = self.get(name + MEMBER_TABLE)
+        return None if record is None else record.key_and_data(name)
 
     def keep_shard_table(self, key: SourceKey, table: bytes) -> None:
         """Keep a remote shard's member table (``MemberTable.encode``) under its shard's key."""
-        self.keep_keyed(MEMBER_TABLE, [(key, table)])
-
-    def keyed(self, name: str, suffix: str) -> tuple[SourceKey, bytes] | None:
-        """``(key, bytes)`` that ``keep_keyed`` kept for ``name`` with ``suffix``, or None: none kept, or damaged."""
-        record = self.get(name + suffix)
-        if record is None:
-            return None
-        try:
-            size, version, _, offset = Record.parse_entry(record.entry)
-        except ValueError:
-            return None
-        return SourceKey(name, size, version), record.entry[offset:]
-
-    def keep_keyed(self, suffix: str, items: Iterable[tuple[SourceKey, bytes]]) -> None:
-        """Keep each item's bytes under its key's name with ``suffix`` (``MEMBER_TABLE``...), in one write."""
-        written_ns = time.time_ns()
-        self.write(Record(key.name + suffix, Record.entry_of(key, written_ns, data), written_ns) for key, data in items)
+        self.write([Record.of_key(key, MEMBER_TABLE, table, time.time_ns())])
 
     def names(self) -> list[str]:
         """Every stored name, indexes and packet tables: for tests and tools, it reads the whole key set."""
