@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import tarfile
-import threading
-import time
 from pathlib import Path
 
 import boto3
@@ -25,7 +23,7 @@ from parallel_loader.video._bytes import objects as remote
 from parallel_loader.video._bytes import range_file, remote_shards, tar_members
 from parallel_loader.video._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
 
-from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, s3_server
+from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, remote_reads, s3_server
 from .video_files import write_encoded_video
 
 pytestmark = pytest.mark.timeout(120)
@@ -116,17 +114,8 @@ def default_store(tmp_path_factory):
 def connections(server):
     """Settings for the server's store; each test ends with every connection closed and their threads ended."""
     name, proxy, *_ = server
-    before = set(threading.enumerate())
-    tar_members.forget_tables()
-    if name != "nginx":
-        options = {"key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
-        remote.configure("s3://", {"endpoint_url": proxy.url, **options})
-    yield
-    tar_members.forget_tables()
-    remote.forget_settings()
-    deadline = time.monotonic() + 10
-    for thread in set(threading.enumerate()) - before:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    with remote_reads(None if name == "nginx" else proxy.url):
+        yield
 
 
 @pytest.mark.parametrize(("video", "first_read"), [("mp4", "whole"), ("avi", "whole"), ("mp4", "ranged")])
