@@ -7,6 +7,7 @@ its pixels show. Every member must come once an epoch, and the batches must
 equal the local shards'. ``read_clip`` on each member's bytes must equal the
 loose file's too. The first epoch costs at most 3 requests a member, the
 listing included; a later one, in this process or a new one, at most 1.1 a clip.
+With captions in its batches, each sample's caption is one read more.
 """
 
 from __future__ import annotations
@@ -250,14 +251,23 @@ def test_every_clip_of_a_dataset_over_the_shards_equals_the_loose_files_in_few_r
     check_epoch(again, samples, loose_clip)
     for ours, local in zip(again, local_batches[1], strict=True):
         assert all(np.array_equal(a, b) for a, b in zip(ours, local, strict=True)), name
+
+    captioned = VideoDataset(samples, BATCH, CLIP_LEN, STRIDE, **OPTIONS, fields=["txt"], index_cache=later)
+    (batches,) = epochs(captioned, range(1, 2), threads=4)
+    with_captions = requests(proxy)
+    check_epoch([batch[:3] for batch in batches], samples, loose_clip)
+    for (clips, labels, index, fields), local in zip(batches, local_batches[1], strict=True):
+        assert all(np.array_equal(a, b) for a, b in zip((clips, labels, index), local, strict=True)), name
+        assert fields["txt"].tolist() == [f"a caption of video {int(member_of(samples[i].path)[:6])}" for i in index]
     listing, first, second = counts
     print(
         f"{name}: listing {listing} requests, first epoch {first} more, later epoch {second}, "
-        f"a new process's epoch {new_process}, for {VIDEOS} members"
+        f"a new process's epoch {new_process}, one with captions {with_captions}, for {VIDEOS} members"
     )
     if proxy is not None:
         assert listing + first <= 3 * VIDEOS  # the member tables and labels included
         assert second <= 1.1 * VIDEOS and new_process <= 1.1 * VIDEOS
+        assert with_captions <= 2.1 * VIDEOS  # a clip's read, then its caption's
 
 
 def test_read_clip_on_each_members_bytes_equals_the_loose_files(server, shards, loose_clip, tmp_path, caplog):
