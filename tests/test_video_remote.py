@@ -429,16 +429,17 @@ def test_the_remote_benchmark_runs(capsys):
     assert "remote / fsspec+PyAV" in capsys.readouterr().out
 
 
-def test_the_shards_benchmark_runs(capsys):
+@pytest.mark.parametrize("server", ["moto", "rclone", "nginx"])
+def test_the_shards_benchmark_runs(capsys, server):
     from benchmarks import video_shards
 
     argv = ["--threads", "2", "--videos", "2", "--shards", "2", "--seconds", "2", "--clips", "4", "--rounds", "1"]
-    report = video_shards.main(argv)
+    report = video_shards.main([*argv, "--server", server])
     assert report["same"] == "4/4"  # every way's clips equal the loose files'
     first, later = report["requests"][1][2], report["requests"][2][2]
     assert first <= 3 and later <= 1.1
     assert {row[1] for row in report["throughput"]} == set(video_shards.WAYS)
-    assert "remote shards" in capsys.readouterr().out
+    assert f"server: {server}" in capsys.readouterr().out
 
 
 def test_file_urls_read_through_fsspec(videos, tmp_path):

@@ -12,8 +12,6 @@ import contextlib
 import dataclasses
 import io
 import tarfile
-import threading
-import time
 from pathlib import Path
 
 import boto3
@@ -28,7 +26,7 @@ from parallel_loader.video._bytes import range_file, remote_shards, tar_members
 from parallel_loader.video._indexes import member_bytes
 from parallel_loader.video._indexes.cache import IndexCache, default_index_cache, set_default_index_cache
 
-from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, s3_server
+from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, remote_reads, s3_server
 from .video_files import write_encoded_video
 
 pytestmark = pytest.mark.timeout(120)
@@ -119,19 +117,10 @@ def default_store(tmp_path_factory):
 def connections(server):
     """Settings for the server's store; each test ends with every connection closed and their threads ended."""
     name, proxy, *_ = server
-    before = set(threading.enumerate())
-    tar_members.forget_tables()
     remote_shards._changed.clear()  # the shards restored are versions seen before (moto's ETag is the MD5)
-    if name != "nginx":
-        options = {"key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
-        remote.configure("s3://", {"endpoint_url": proxy.url, **options})
-    yield
-    tar_members.forget_tables()
+    with remote_reads(None if name == "nginx" else proxy.url):
+        yield
     remote_shards._changed.clear()
-    remote.forget_settings()
-    deadline = time.monotonic() + 10
-    for thread in set(threading.enumerate()) - before:
-        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 @pytest.mark.parametrize(("video", "first_read"), [("mp4", "whole"), ("avi", "whole"), ("mp4", "ranged")])
