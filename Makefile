@@ -64,6 +64,8 @@ bench: venv $(PLOT) $(SAMPLE_DATA)/.complete
 		--threads 4,8,12,16,24,32,auto --batches 300 --rounds 2 --quiet 5
 	$(PY) -m benchmarks.sweep --workload shift --load 0.02 --load-after 0.08 --step 0.005 \
 		--threads 4,8,16,24,auto --batches 300 --rounds 2 --quiet 5
+	$(PY) -m benchmarks.sweep --workload shift --load 0.02 --load-after 0.08 --step 0.01 \
+		--threads 8,auto --batches 300 --rounds 3 --quiet 5
 	$(PY) -m benchmarks.sweep --workload decode --threads 1,2,3,4,auto --batches 300 --rounds 2 --calibrate 5 --quiet 8
 	$(PY) -m benchmarks.faults --runs 1000 --seed 0
 	$(PY) -m benchmarks.processes --rounds 3 --quiet 30

@@ -65,14 +65,18 @@ class FakeClock:
         return self.cpu
 
 
-def feed(tuner, clock, totals, threads, *, seconds, batches, wait, call, cpu):
-    """Advance the fake clocks by one window and hand the tuner the totals; return its answer."""
+def feed(tuner, clock, totals, threads, *, seconds, batches, wait, call, cpu, calls=None):
+    """Advance the fake clocks by one window and hand the tuner the totals; return its answer.
+
+    ``calls`` finished in the window: ``batches`` unless given.
+    """
+    calls = batches if calls is None else calls
     clock.now += seconds
     clock.cpu += cpu * seconds
     totals["batches"] += batches
     totals["wait"] += wait * seconds
-    totals["calls"] += batches
-    totals["call_seconds"] += batches * call
+    totals["calls"] += calls
+    totals["call_seconds"] += calls * call
     sample = tuner.sample(totals["batches"], totals["wait"], totals["calls"], totals["call_seconds"])
     return tuner.observe(sample, threads)
 
@@ -83,12 +87,12 @@ def test_the_tuner_waits_for_a_full_window_logs_each_change_and_undoes_a_growth_
     totals = dict(batches=0, wait=0.0, calls=0, call_seconds=0.0)
     tuner.restart(tuner.sample(0, 0.0, 0, 0.0))
     assert tuner.initial == 4, "one thread per core to start with"
-    assert not tuner.due(0) and tuner.due(1), "the first window ends with the first batch"
+    assert not tuner.due(0, 0.0) and tuner.due(1, 0.0), "the first window ends with the first batch"
     with caplog.at_level(logging.INFO, logger="parallel_loader._loader.autotune"):
         # Input-bound at 10 batches/s, CPU half a core per thread: grow as far as the idle cores feed (1 + 3.5/0.5).
         assert feed(tuner, clock, totals, 1, seconds=0.2, batches=2, wait=0.9, call=0.1, cpu=0.5) == 8
-        # From then on a window needs min_batches: two batches are not a window yet.
-        assert not tuner.due(totals["batches"] + 2)
+        # From then on a window needs min_batches and min_seconds: two batches are not a window yet.
+        assert not tuner.due(totals["batches"] + 2, totals["wait"])
         assert feed(tuner, clock, totals, 8, seconds=0.2, batches=2, wait=0.9, call=0.2, cpu=3.0) is None
         # 8 threads busy on the CPU deliver no more than 1 did: back to 1, and no growth for HOLD windows.
         assert feed(tuner, clock, totals, 8, seconds=0.3, batches=3, wait=0.9, call=0.2, cpu=3.0) == 1
@@ -99,6 +103,63 @@ def test_the_tuner_waits_for_a_full_window_logs_each_change_and_undoes_a_growth_
     changes = [r.getMessage() for r in caplog.records if "threads" in r.getMessage()]
     assert changes[0].startswith("loader: 1 -> 8 threads: input-bound")
     assert len(changes) == 3
+
+
+def shifted_tuner():
+    """A tuner that settled on 3 threads for 20 ms calls and a 10 ms step, with fake clocks; and its feed."""
+    clock = FakeClock()
+    tuner = ThreadTuner(1, 32, cores=2, clock=clock.time, cpu_seconds=clock.cpu_seconds)
+    totals = dict(batches=0, wait=0.0, calls=0, call_seconds=0.0)
+    tuner.restart(tuner.sample(0, 0.0, 0, 0.0))
+    assert feed(tuner, clock, totals, 3, seconds=0.2, batches=20, wait=0.0, call=0.02, cpu=0.05) is None
+
+    def window(threads, **figures):
+        return feed(tuner, clock, totals, threads, **figures)
+
+    return tuner, clock, totals, window
+
+
+def test_a_sample_is_due_once_the_window_is_long_enough_or_the_consumer_waited():
+    tuner, clock, totals, _ = shifted_tuner()
+    batches, waited = totals["batches"], totals["wait"]
+    clock.now += 0.05  # half the shortest window (min_seconds 0.1; two 20 ms calls are less)
+    assert not tuner.due(batches + 5, waited), "a clock read decides: no sample taken"
+    assert tuner.due(batches + 5, waited + 0.002), "the consumer waited 4% of it"
+    assert not tuner.due(batches + 5, waited + 0.0005), "a wait of 1% is jitter"
+    clock.now += 0.06
+    assert tuner.due(batches + 3, waited) and not tuner.due(batches + 2, waited)
+
+
+def test_a_call_cost_that_grows_is_followed_before_the_window_ends(caplog):
+    # The calls now take 80 ms: 9 threads keep up with the 10 ms step (ceil(1.1 * 8)).
+    # Two batches in 40 ms, half of it waited: too short a window, but the queue ran dry.
+    *_, window = shifted_tuner()
+    with caplog.at_level(logging.INFO, logger="parallel_loader._loader.autotune"):
+        assert window(3, seconds=0.04, batches=2, calls=3, wait=0.5, call=0.08, cpu=0.05) == 9
+    assert caplog.records[-1].getMessage().endswith("the window ended early")
+
+
+@pytest.mark.parametrize(
+    ("figures", "why"),
+    [
+        (dict(calls=3, wait=0.5, call=0.02, cpu=0.05), "the calls so far need no more threads than run"),
+        (dict(calls=2, wait=0.5, call=0.08, cpu=0.05), "too few calls to judge their cost"),
+        (dict(calls=3, wait=0.5, call=0.08, cpu=1.5), "the CPU is busy: more threads may be slower"),
+        (dict(calls=3, wait=0.5, call=0.08, cpu=0.5), "each thread costs a sixth of a core: it computes"),
+        (dict(calls=3, wait=0.01, call=0.08, cpu=0.05), "the consumer hardly waited"),
+    ],
+)
+def test_a_short_window_goes_on_unless_waiting_threads_would_help(figures, why):
+    *_, window = shifted_tuner()
+    assert window(3, seconds=0.04, batches=2, **figures) is None, why
+
+
+def test_a_short_window_that_goes_on_ends_once_long_enough_with_all_its_figures():
+    tuner, _, _, window = shifted_tuner()
+    assert window(3, seconds=0.04, batches=4, calls=3, wait=0.0, call=0.08, cpu=0.05) is None
+    # 180 ms (two calls of 80 ms and more), 6 batches, 4 calls: 14 ms waited, a step of 27.7 ms.
+    assert window(3, seconds=0.14, batches=2, calls=1, wait=0.1, call=0.08, cpu=0.05) == 4  # ceil(1.1 * 80 / 27.7)
+    assert not tuner.changes[-1][2].endswith("ended early")
 
 
 class Scripted(ThreadTuner):

@@ -1,16 +1,19 @@
 """Online tuning of a loader's thread count from what it measures.
 
 ``ThreadTuner`` is what ``DataLoader(num_threads="auto")`` runs. After each
-batch, the consuming thread hands it a ``Sample`` of the loader's running totals
-(``observe``). Once a measuring window is long enough, the tuner compares it
-with the window's start. It answers a new thread count, or ``None`` to keep it.
-The decision itself (``decide``) is a function of one ``Window``'s figures:
+batch, the consuming thread asks it whether a sample is due (``due``: a clock
+read, no more). When one is, it hands the tuner a ``Sample`` of the loader's
+running totals (``observe``). A window ends when it is long enough. It ends
+early when the consumer waited and the calls measured need more threads, threads
+that mostly wait (see ``ThreadTuner.observe``). The tuner then compares the
+window's end with its start. It answers a new thread count, or ``None`` to keep
+it. The decision itself (``decide``) is a function of one ``Window``'s figures:
 
 * ``step`` is the consumer's own time per batch: the window's time less its
   wait, per batch. With the mean call time ``call``, it gives the threads the
   consumer's pace needs: ``needed = ceil(1.1 * call / step)``. That is all of
   ``max_threads`` when the consumer does not wait at all between batches;
-* the process's CPU use (psutil) against the cores it may run on gives the
+* the process's CPU time against the cores it may run on gives the
   threads the CPU can feed: each thread costs ``used / threads`` cores, and the
   idle cores pay for that many more;
 * input-bound (the consumer waited more than 2% of the window): grow to
@@ -36,8 +39,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import psutil
-
 from .._core.checks import check_int
 from .._core.telemetry import CallTimes, Rates
 
@@ -57,6 +58,9 @@ KEPT_UP = 0.005
 MARGIN = 1.1
 # A growth must raise the delivery rate by this much to stay.
 GAIN = 1.05
+# A thread that costs less than this share of a core mostly waits (a sleep, I/O, a remote store):
+# more of them cost next to no CPU, so a window may end early to add them (see ThreadTuner.observe).
+WAITING_THREAD = 0.1
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,15 @@ class Window(Rates):
         """The consumer's own seconds per batch, waiting left out."""
         return max(0.0, self.seconds - self.wait_seconds) / self.batches if self.batches else 0.0
 
+    def needed(self, most: int) -> int:
+        """The threads the consumer's pace needs: ``ceil(MARGIN * call / step)``, or ``most`` for a step of 0."""
+        step = self.step
+        return most if step <= 0 else math.ceil(MARGIN * self.call / step - 1e-9)
+
+    def cpu_busy(self, cores: float) -> bool:
+        """Whether this process kept half the ``cores`` busy or more: only then can more threads be slower."""
+        return self.seconds > 0 and self.cpu_seconds / self.seconds >= 0.5 * cores
+
 
 def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> tuple[int, str]:
     """The thread count for the next window, and why (see the module's docstring).
@@ -118,7 +131,7 @@ def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> 
     if not window.batches or not window.calls or window.seconds <= 0:
         return n, "nothing measured"
     call, step = window.call, window.step
-    needed = max_threads if step <= 0 else math.ceil(MARGIN * call / step - 1e-9)
+    needed = window.needed(max_threads)
     used = window.cpu_seconds / window.seconds  # cores busy in this process
     per_thread = used / n
     idle = max(0.0, cores - used)
@@ -146,7 +159,7 @@ class ThreadTuner:
         max_threads: the most threads; ``None``: 32.
         cores: the cores the process may use; ``None``: ``available_cores()``.
         clock: seconds, for the windows; ``time.monotonic`` by default.
-        cpu_seconds: the process's CPU time; psutil's reading of this process by default.
+        cpu_seconds: the process's CPU time; ``time.process_time`` by default.
         min_seconds: the shortest window; it also lasts two mean call times at least.
         min_batches: the fewest batches in a window.
 
@@ -171,13 +184,16 @@ class ThreadTuner:
             raise ValueError(f"max_threads ({self.max_threads}) must be at least min_threads ({self.min_threads})")
         self.cores = float(cores) if cores is not None else float(available_cores())
         self.clock = clock
-        self.cpu_seconds = cpu_seconds if cpu_seconds is not None else _process_cpu_seconds(psutil.Process())
+        # The process's CPU time, all threads: time.process_time reads it in microseconds, where
+        # psutil's read of /proc cost the consumer some 0.2 ms a batch among ten loader threads.
+        self.cpu_seconds = cpu_seconds if cpu_seconds is not None else time.process_time
         self.min_seconds = min_seconds
         self.min_batches = check_int("min_batches", min_batches, minimum=1)
         self.name = "loader"
         self.changes: list[tuple[int, int, str]] = []  # (from, to, why), in order
         self._start: Sample | None = None
         self._measured = False  # a first window was measured
+        self._shortest = min_seconds  # the shortest next window: min_seconds, two of the last window's call times
         self._grown_from: tuple[int, float] | None = None  # (count, rate) before the last growth
         self._ceiling: tuple[int, int] | None = None  # (count, windows left) not to grow past
 
@@ -197,18 +213,33 @@ class ThreadTuner:
         """
         self._start = sample
 
-    def due(self, batches: int) -> bool:
-        """Whether a window begun earlier may have ended at ``batches`` delivered (cheap: no clock read).
+    def due(self, batches: int, waited: float) -> bool:
+        """Whether a window begun earlier may end at ``batches`` delivered (cheap: a clock read at most).
+
+        Args:
+            batches: the batches delivered so far.
+            waited: the consumer's wait on the queue so far, in seconds.
 
         :meta private:
         """
         start = self._start
-        return start is not None and batches - start.batches >= (
-            self.min_batches if self.changes or self._measured else 1
-        )
+        if start is None or batches <= start.batches:
+            return False
+        if not self._measured:
+            return True  # the first window ends with the first batch
+        elapsed = self.clock() - start.time
+        if batches - start.batches >= self.min_batches and elapsed >= self._shortest:
+            return True
+        # The consumer waited: the window may end early (see observe). It waits anyway, so measuring costs it nothing.
+        return waited - start.wait_seconds > INPUT_BOUND * elapsed
 
     def observe(self, sample: Sample, threads: int) -> int | None:
         """Take the loader's totals now; a new thread count when a window ended with a change, else ``None``.
+
+        A window ends when it has ``min_batches`` batches and lasts ``min_seconds`` and two
+        mean call times. It ends early when the consumer waited more than 2% of it. The calls
+        finished in it must need more threads than run, threads that mostly wait (``_ends_early``).
+        So a call's cost that grows is followed within a batch or two of the queue running dry.
 
         Args:
             sample: the running totals now (``time`` and ``cpu_seconds`` from this tuner's clocks).
@@ -221,14 +252,19 @@ class ThreadTuner:
             self._start = sample
             return None
         window = Window.between(start, sample, threads)
-        if self._measured or self.changes:
-            if window.batches < self.min_batches or window.seconds < max(self.min_seconds, 2 * window.call):
+        early = ""
+        if not self._measured:
+            if not window.batches or window.seconds < window.call:
+                return None  # the first window ends with the first batch: a start input-bound on latency grows at once
+        elif window.batches < self.min_batches or window.seconds < max(self.min_seconds, 2 * window.call):
+            if not self._ends_early(window):
                 return None
-        elif not window.batches or window.seconds < window.call:
-            return None  # the first window ends with the first batch: a start input-bound on latency grows at once
+            early = "; the window ended early"
         self._measured = True
         self._start = sample
+        self._shortest = max(self.min_seconds, 2 * window.call)
         target, why = self._next(window)
+        why += early
         if target == threads:
             log.debug("%s: %d threads kept: %s", self.name, threads, why)
             return None
@@ -264,8 +300,7 @@ class ThreadTuner:
         grown, self._grown_from = self._grown_from, None
         # Only a busy CPU makes more threads slower; right after a growth, a window of
         # sleeping threads can look no faster only because the new ones have not delivered yet.
-        cpu_busy = window.seconds > 0 and window.cpu_seconds / window.seconds >= 0.5 * self.cores
-        if grown is not None and window.wait_fraction > INPUT_BOUND and cpu_busy:
+        if grown is not None and window.wait_fraction > INPUT_BOUND and window.cpu_busy(self.cores):
             before, rate = grown
             now = window.batches_per_second
             if now < GAIN * rate and before < n:
@@ -280,6 +315,20 @@ class ThreadTuner:
             self._grown_from = (n, window.batches_per_second)
         return target, why
 
+    def _ends_early(self, window: Window) -> bool:
+        """Whether a window too short to end may end now: the consumer waited, and the calls so far need more threads.
+
+        Only where more threads cost next to no CPU: the CPU is less than half busy, and each thread
+        uses under ``WAITING_THREAD`` of a core. Elsewhere more threads may be slower, and a full window tells.
+        """
+        return (
+            window.calls >= self.min_batches
+            and window.wait_fraction > INPUT_BOUND
+            and not window.cpu_busy(self.cores)
+            and window.cpu_seconds < WAITING_THREAD * window.threads * window.seconds
+            and window.needed(self.max_threads) > window.threads
+        )
+
 
 def available_cores() -> int:
     """The cores this process may run on (its CPU affinity), else the machine's."""
@@ -287,13 +336,3 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _process_cpu_seconds(process: psutil.Process) -> Callable[[], float]:
-    """A function giving ``process``'s CPU time so far (user and system), from psutil."""
-
-    def cpu_seconds() -> float:
-        times = process.cpu_times()
-        return times.user + times.system
-
-    return cpu_seconds

@@ -163,7 +163,7 @@ class Delivery:
                 elif batch is not NO_BATCH:
                     if watch is not None:
                         watch.batches += 1
-                        if tuner is not None and tuner.due(watch.batches):
+                        if tuner is not None and tuner.due(watch.batches, results.waited):
                             self._tune(tuner)
                     yield batch
                 if not self._ordered or next_slot not in pending:
