@@ -185,7 +185,7 @@ class ThreadTuner:
         self.cores = float(cores) if cores is not None else float(available_cores())
         self.clock = clock
         # The process's CPU time, all threads: time.process_time reads it in microseconds, where
-        # psutil's read of /proc cost the consumer some 0.2 ms a batch among ten loader threads.
+        # psutil's read of /proc was slow on the consumer's thread among ten busy loader threads.
         self.cpu_seconds = cpu_seconds if cpu_seconds is not None else time.process_time
         self.min_seconds = min_seconds
         self.min_batches = check_int("min_batches", min_batches, minimum=1)
