@@ -171,7 +171,7 @@ def samples_of(pattern: str, caplog: pytest.LogCaptureFixture | None = None) -> 
                 caplog.clear()
             lists.append(webdataset_samples(pattern, kind, "cls", fields=["txt"]))
         if caplog is not None:
-            assert f"{VIDEOS // 2} samples of {pattern} have no {kind!r} member" in caplog.text
+            assert f"{VIDEOS // 2} samples of {pattern} have no member of {[kind]}" in caplog.text
     assert lists[0].classes == lists[1].classes == ("0", "1", "2")
     samples = sorted([*lists[0], *lists[1]], key=lambda s: (split_member_url(s.path)[1], member_of(s.path)))
     return SampleList(lists[0].classes, samples)

@@ -55,7 +55,7 @@ _NEAR = 64 << 10  # members of a remote shard this close are fetched in one read
 
 def webdataset_samples(
     urls: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-    video: str = "mp4",
+    video: str | Sequence[str] = "mp4",
     label: str | None = None,
     *,
     fields: Sequence[str] = (),
@@ -76,7 +76,8 @@ def webdataset_samples(
         urls: shards: a pattern with braces (``"train-{00000..00099}.tar"``),
             a glob (``"train-*.tar"``), a path, or a list of these. Shards at
             URLs (``"s3://bucket/train-{00000..00099}.tar"``) take braces or a list.
-        video: the extension of the video member (``"mp4"``, ``"avi"``...).
+        video: the extension of the video member (``"mp4"``, ``"avi"``...), or several
+            (``["mp4", "avi"]``) for shards that mix them: a sample's first found is its video.
         label: where the label is: an extension whose member holds a class number
             or name (``"cls"``), or ``"EXTENSION:FIELD"``, a field of a JSON
             member (``"json:label"``). ``None`` gives every sample label 0.
@@ -91,13 +92,15 @@ def webdataset_samples(
     Raises:
         TypeError: an argument has the wrong type.
         FileNotFoundError: a shard named without a pattern is not there.
-        ValueError: no shard matches ``urls``, a URL holds a glob, or no sample has a ``video`` member.
+        ValueError: no shard matches ``urls``, a URL holds a glob, or no sample has a member of ``video``.
         AnnotationError: a label member is missing, malformed, or names an unknown class.
         VideoDecodeError: a shard is not an uncompressed tar file.
     """
-    for name, value in (("video", video), ("label", label)):
-        if value is not None and (not isinstance(value, str) or not value):
-            raise TypeError(f"{name} must be an extension such as 'mp4' or 'cls', got {value!r}")
+    videos = (video,) if isinstance(video, str) else tuple(video) if isinstance(video, (list, tuple)) else ()
+    if not videos or not all(isinstance(v, str) and v for v in videos):
+        raise TypeError(f"video must be an extension such as 'mp4', or a list of them, got {video!r}")
+    if label is not None and (not isinstance(label, str) or not label):
+        raise TypeError(f"label must be an extension such as 'cls', got {label!r}")
     fields = check_fields(fields)
     if isinstance(classes, str):
         raise TypeError(f"classes must be a list of names, got the single string {classes!r}: pass [{classes!r}]")
@@ -109,7 +112,7 @@ def webdataset_samples(
             table, held = _listing_table(shard, fields, label_ext)
             shard_counts = [0, 0]
             try:
-                found += _listed(shard, table, video, label_ext, label_field, fields, shard_counts, held)
+                found += _listed(shard, table, videos, label_ext, label_field, fields, shard_counts, held)
                 break
             except ObjectChanged:
                 if tries == 2:
@@ -119,11 +122,11 @@ def webdataset_samples(
         counts = [a + b for a, b in zip(counts, shard_counts, strict=True)]
     without_video, lacking = counts
     if without_video:
-        log.warning("%d samples of %s have no %r member and are left out", without_video, urls, video)
+        log.warning("%d samples of %s have no member of %s and are left out", without_video, urls, list(videos))
     if lacking:
         log.warning("%d samples of %s lack a member of %s and are left out", lacking, urls, list(fields))
     if not found:
-        raise ValueError(f"no sample of {urls} has a member with extension {video!r}")
+        raise ValueError(f"no sample of {urls} has a member with an extension of {list(videos)}")
     names, numbers = _classes(found, classes, label is not None)
     samples = SampleList(names, [VideoSample(p, n, origin=o) for (p, _, o), n in zip(found, numbers, strict=True)])
     samples.fields = fields
@@ -314,7 +317,7 @@ def _samples_of(table: MemberTable) -> dict[str, dict[str, str]]:
 def _listed(
     url: str,
     table: MemberTable,
-    video: str,
+    videos: Sequence[str],
     label_ext: str,
     label_field: str,
     fields: Sequence[str],
@@ -328,7 +331,7 @@ def _listed(
     shard = url.rpartition("/")[2]
     listed = []
     for key, members in _samples_of(table).items():
-        name = members.get(video)
+        name = next((members[v] for v in videos if v in members), None)
         if name is None:
             counts[0] += 1
             continue
@@ -337,16 +340,16 @@ def _listed(
             continue
         if label_ext and label_ext not in members:
             raise AnnotationError(f"{shard}, sample {key}", f"has no {label_ext!r} member to take its label from")
-        listed.append((key, members))
+        listed.append((key, members, name))
     shard_name = url if is_url(url) else table.key.name
-    unread = [m[label_ext] for _, m in listed if m[label_ext] not in held] if label_ext else []
+    unread = [m[label_ext] for _, m, _ in listed if m[label_ext] not in held] if label_ext else []
     labels = {**held, **_read_members(url, table, unread)} if unread else held
     found = []
-    for key, members in listed:
+    for key, members, name in listed:
         raw: int | str = 0
         if label_ext:
             raw = _label_of(members[label_ext], labels[members[label_ext]], label_field, f"{shard}, sample {key}")
-        found.append((member_url(shard_name, members[video]), raw, f"{shard}, member {members[video]}"))
+        found.append((member_url(shard_name, name), raw, f"{shard}, member {name}"))
     return found
 
 
