@@ -35,6 +35,9 @@ class FakeStore:
         assert self.gate.wait(30)
         self.batches.append([r.name for r in records])
 
+    def close(self) -> None:
+        self.closed = getattr(self, "closed", 0) + 1
+
 
 def record(name: str, written_ns: int = 1) -> Record:
     return Record(name, name.encode(), written_ns)
@@ -87,7 +90,7 @@ def test_the_thread_ends_when_idle_and_a_later_submit_starts_another(tmp_path, m
     threads = writer_threads()
     for thread in threads:
         thread.join(30)
-    assert writer_threads() == []
+    assert writer_threads() == [] and store.closed == 1  # an idle writer holds no connection
     writer.submit([record("b")])
     writer.close()
     assert [n for batch in store.batches for n in batch] == ["a", "b"]
@@ -163,3 +166,39 @@ def test_a_worker_process_writes_its_waiting_records_before_it_ends(tmp_path, mo
     monkeypatch.setattr(index_module, "make_index", refuse)
     found = IndexCache(store)
     assert [found.get(p).frames for p in paths] == [12] * 4
+
+
+def test_an_older_record_submitted_late_never_replaces_a_newer_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer_module, "GATHER_S", 60.0)
+    store = FakeStore(tmp_path / "store")
+    writer = StoreWriter(store)
+    writer.submit([record("v", written_ns=2)])
+    writer.submit([record("v", written_ns=1)])  # made before the newer one, submitted after it
+    assert writer.pending("v").written_ns == 2
+    writer.close()
+    assert store.batches == [["v"]]
+
+
+class FailingOnceStore(FakeStore):
+    """Its first write fails with an error the store does not expect."""
+
+    def write(self, records: list[Record]) -> None:
+        if not self.batches and not getattr(self, "failed", False):
+            self.failed = True
+            raise ValueError("an unexpected failure")
+        super().write(records)
+
+
+def test_a_writer_thread_that_fails_ends_and_the_next_submit_starts_another(tmp_path, caplog):
+    store = FailingOnceStore(tmp_path / "store")
+    writer = StoreWriter(store)
+    writer.submit([record("lost")])
+    assert writer.flush(timeout=30)  # the failed batch counts as done: nothing waits for it forever
+    for thread in writer_threads():
+        thread.join(30)
+    assert not writer_threads() and "failed; its batch is lost" in caplog.text
+    writer.submit([record("kept")])
+    assert writer.flush(timeout=30)
+    assert store.batches == [["kept"]]
+    writer.close()
+    assert not writer_threads()

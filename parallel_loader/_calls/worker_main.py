@@ -98,11 +98,20 @@ def worker_main(
 
 
 def _end() -> None:
-    """End this worker: its exit handlers run (an index store writes what it holds), its threads are not waited for."""
+    """End this worker: its exit handlers run (an index store writes what it holds), its threads are not waited for.
+
+    The handlers get ``_END_S``: a consumer that died cannot kill a worker whose handler hangs.
+    """
+    deadline = threading.Timer(_END_S, os._exit, (0,))
+    deadline.daemon = True
+    deadline.start()
     try:
         atexit._run_exitfuncs()
     finally:
         os._exit(0)
+
+
+_END_S = 1.5  # below the consumer's wait before it kills a worker at close()
 
 
 class WorkerSink:

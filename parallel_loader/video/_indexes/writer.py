@@ -9,11 +9,11 @@ transaction (``IndexStore.write``).
 
 - Seen at once: ``pending`` gives a record queued and not yet written. So every
   cache of the process finds it, as if it were in the store.
-- Bounded: at most ``MAX_QUEUED`` records wait. A ``submit`` beyond waits for the
-  thread, or after ``FULL_WAIT_S`` writes its records itself.
+- Bounded: a ``submit`` that finds ``MAX_QUEUED`` records or more waiting waits for
+  the thread, or after ``FULL_WAIT_S`` writes its records itself. One submit adds all its records.
 - Batched: the thread waits ``GATHER_S`` after a batch's first record for others.
-- Once: each name's newest record is written once; an older one queued for the
-  same name is dropped, as the store would replace it.
+- Once: each name's newest record is written once. An older one, queued before or
+  after it, is dropped: the store would keep the newer.
 - Lifecycle: the thread starts at a submit and ends after ``IDLE_S`` with
   nothing queued. ``close`` writes what is queued and ends it. At the
   interpreter's exit every writer is closed. A forked child starts empty: its
@@ -79,13 +79,14 @@ class StoreWriter:
             if not full or self._written.wait_for(lambda: len(self._queue) < MAX_QUEUED, FULL_WAIT_S):
                 first = not self._queue
                 for record in records:
-                    self._queue.pop(record.name, None)  # an older record of the name: replaced, and queued last
-                    self._queue[record.name] = record
+                    old = self._queue.pop(record.name, None)  # one record a name, the newest, queued last
+                    self._queue[record.name] = record if old is None or old.written_ns <= record.written_ns else old
                 self._submitted += 1
                 self._waiting += 1
                 if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="video-index-writer", daemon=True)
-                    self._thread.start()
+                    thread = threading.Thread(target=self._run, name="video-index-writer", daemon=True)
+                    thread.start()  # if no thread can start, this raises and a later submit tries again
+                    self._thread = thread
                 elif first or len(self._queue) >= MAX_QUEUED // 2:  # it waits for a first record or a full batch
                     self._queued.notify()
                 return
@@ -120,12 +121,24 @@ class StoreWriter:
             self._closing = False
 
     def _run(self) -> None:
-        """The thread: take what gathered and write it, until nothing comes for ``IDLE_S``."""
+        """The thread: take what gathered and write it, until nothing comes for ``IDLE_S``.
+
+        An unexpected error is logged and ends the thread; a later submit starts another.
+        """
+        try:
+            self._serve()
+        except Exception:
+            log.exception("the video index writer of %s failed; its batch is lost", self.store.path)
+        finally:
+            with self._lock:
+                self._thread = None  # under the lock: a submit from now on starts another thread
+                self._written.notify_all()
+            self.store.close()  # its file descriptors are not held while idle; the next use opens it again
+
+    def _serve(self) -> None:
         while True:
             with self._lock:
                 if not self._queued.wait_for(lambda: self._queue or self._closing, IDLE_S) or not self._queue:
-                    self._thread = None  # under the lock: a submit from now on starts another thread
-                    self._written.notify_all()
                     return
                 first = time.monotonic()
                 self._queued.wait_for(
@@ -176,6 +189,7 @@ def _forked() -> None:
     _writers_lock = threading.Lock()
     for writer in _writers.values():
         writer._reset()
+        writer.store._lock = threading.Lock()  # the parent's writer thread may have held it at the fork
 
 
 _writers: dict[str, StoreWriter] = {}  # the store file's real path -> its writer
