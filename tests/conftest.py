@@ -31,6 +31,18 @@ def _fsspec_resolver_threads() -> set[threading.Thread]:
     return set(getattr(executor, "_threads", ()))
 
 
+@pytest.fixture(scope="session")
+def fsspec_event_loop() -> None:
+    """fsspec's event-loop thread and its resolver's executor live as long as the process: start them first.
+
+    The remote tests ask for it, so each test's leaked-thread check finds them already there.
+    """
+    from fsspec.asyn import get_loop, sync
+
+    loop = get_loop()
+    sync(loop, loop.getaddrinfo, "127.0.0.1", 80)
+
+
 @pytest.fixture(autouse=True)
 def no_leaked_threads():
     """Fail a test that leaves a thread of its own running.

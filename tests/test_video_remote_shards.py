@@ -17,7 +17,6 @@ from pathlib import Path
 import boto3
 import numpy as np
 import pytest
-from fsspec.asyn import get_loop, sync
 
 from parallel_loader import DataLoader
 from parallel_loader.video import VideoDataset, read_clip, webdataset_fields, webdataset_samples
@@ -29,7 +28,7 @@ from parallel_loader.video._indexes.cache import IndexCache, default_index_cache
 from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, remote_reads, s3_server
 from .video_files import write_encoded_video
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("fsspec_event_loop")]
 
 SHARDS, PER_SHARD, FRAMES, CLIP_LEN = 3, 4, 24, 4
 SERVERS = ("moto", "rclone", "nginx")
@@ -95,13 +94,6 @@ def server(request, shards, tmp_path_factory):
             yield name, proxy, f"{proxy.url}/shards/{pattern}", put
         else:
             yield name, proxy, f"s3://shards/{pattern}", put
-
-
-@pytest.fixture(scope="module", autouse=True)
-def event_loop_thread():
-    """fsspec's event-loop thread and its resolver's executor live as long as the process: start them first."""
-    loop = get_loop()
-    sync(loop, loop.getaddrinfo, "127.0.0.1", 80)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -22,7 +22,6 @@ import boto3
 import numpy as np
 import pytest
 from botocore.config import Config
-from fsspec.asyn import get_loop, sync
 
 from parallel_loader.video import VideoDecodeError, frame_count, read_clip
 from parallel_loader.video._base.keys import shown_url, url_name
@@ -41,7 +40,7 @@ from .remote_servers import (
 )
 from .video_files import write_encoded_video, write_video
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("fsspec_event_loop")]
 
 LATENCY_S = 0.02
 CLIP_LEN, STEP = 8, 4
@@ -132,13 +131,6 @@ def server(request, served, tmp_path_factory):
 
 def s3_options(proxy: FaultProxy) -> dict:
     return {"endpoint_url": proxy.url, "key": "test", "secret": "test", "client_kwargs": {"region_name": "us-east-1"}}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def event_loop_thread():
-    """fsspec's event-loop thread and its resolver's executor live as long as the process: start them first."""
-    loop = get_loop()
-    sync(loop, loop.getaddrinfo, "127.0.0.1", 80)
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,6 @@ from pathlib import Path
 import boto3
 import numpy as np
 import pytest
-from fsspec.asyn import get_loop, sync
 
 from parallel_loader import DataLoader
 from parallel_loader.video import (
@@ -41,7 +40,7 @@ from parallel_loader.video._bytes.tar_members import split_member_url
 from .remote_servers import FaultProxy, nginx_binary, nginx_server, rclone_s3_server, remote_reads, s3_server
 from .video_files import FRAME_STEP, video_id, write_encoded_video
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("fsspec_event_loop")]
 
 SHARDS, PER_SHARD = 4, 20
 VIDEOS = SHARDS * PER_SHARD
@@ -129,13 +128,6 @@ def server(request, shards, tmp_path_factory):
         proxy = stack.enter_context(FaultProxy(upstream, latency_s=LATENCY_S))
         where = f"{proxy.url}/shards" if name == "nginx" else "s3://shards"
         yield name, proxy, f"{where}/train-{NUMBERS}.tar"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def event_loop_thread():
-    """fsspec's event-loop thread and its resolver's executor live as long as the process: start them first."""
-    loop = get_loop()
-    sync(loop, loop.getaddrinfo, "127.0.0.1", 80)
 
 
 @pytest.fixture(autouse=True)
