@@ -10,6 +10,10 @@ Each run draws a loader (1-2 worker processes of 1-2 threads, ordered or not,
 * ``raise``: the yield function raises for one index;
 * ``hang``: the yield function never returns for one index (``call_timeout=0.5``).
 
+With ``--splits``, half the runs use ``processes="auto"`` with 2 threads a process,
+and each worker is split every few milliseconds, as a GIL-bound one would be
+(``gil_split``): the faults then meet lanes that move to new workers.
+
 Checks after each run, once the loader is closed: the outcome is the one expected
 (the error raised, or with ``skip`` the epoch complete); no index delivered twice;
 with ``skip``, every index delivered or recorded as failed (none lost); no worker
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import faulthandler
 import gc
 import logging
@@ -32,14 +37,16 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from parallel_loader import DataLoader, LoaderTimeout, WorkerProcessDied, YieldFunction
+from parallel_loader._calls import gil_split
 from parallel_loader._calls.worker_launch import worker_children
+from parallel_loader._loader import placement
 
 from ._common import DEFAULT_OUT, format_table, machine_info, write_json
 
@@ -73,8 +80,8 @@ class FaultFn(YieldFunction):
 _EXPECTED = {"sigkill": WorkerProcessDied, "ctrl_c": KeyboardInterrupt, "raise": ValueError, "hang": LoaderTimeout}
 
 
-def one_run(rng: random.Random) -> dict[str, Any]:
-    """One drawn loader and fault; the problems found (empty: none)."""
+def one_run(rng: random.Random, splits: bool = False) -> dict[str, Any]:
+    """One drawn loader and fault; the problems found (empty: none). ``splits``: see the module's docstring."""
     fault = rng.choice(FAULTS)
     length = rng.randint(6, 16)
     epochs = rng.randint(1, 2)
@@ -86,7 +93,10 @@ def one_run(rng: random.Random) -> dict[str, Any]:
         "on_error": rng.choice(["raise", "skip"]),
         "length": length,
         "epochs": epochs,
+        "split": splits and rng.random() < 0.5,
     }
+    if setup["split"]:
+        setup["num_threads"] = 2
     at = rng.randrange(length)
     after = rng.randrange(length // 2 + 1)  # the batch of the last epoch after which a signal is sent
     fn = FaultFn(length, fault, at, ms=rng.uniform(1, 4))
@@ -95,10 +105,12 @@ def one_run(rng: random.Random) -> dict[str, Any]:
     errors: list[tuple[int, int | None]] = []
     pids: list[int] = []
     raised: BaseException | None = None
+    if setup["split"]:  # processes="auto" on as many cores as give the drawn processes of 2 threads
+        placement.available_cores = lambda: 2 * setup["processes"] + 1  # put back by _forced_splits
     loader = DataLoader(
         fn,
         num_threads=setup["num_threads"],
-        processes=setup["processes"],
+        processes="auto" if setup["split"] else setup["processes"],
         ordered=setup["ordered"],
         on_error=setup["on_error"],
         call_timeout=0.5,
@@ -111,6 +123,7 @@ def one_run(rng: random.Random) -> dict[str, Any]:
                 for batch in loader:
                     delivered[-1].append(batch)
                     pids = [p for p in loader._yield_calls.pids if p is not None] or pids
+                    splits = loader._yield_calls.splits
                     if epoch == epochs - 1 and len(delivered[-1]) == after + 1:
                         _send_signal(fault, pids, rng)
             errors = [(e.epoch, e.index) for e in loader.errors]
@@ -145,7 +158,19 @@ def one_run(rng: random.Random) -> dict[str, Any]:
     left = _blocks_left()
     if left:
         problems.append(f"shared-memory blocks left: {left}")
-    return {**setup, "raised": type(raised).__name__ if raised else None, "problems": problems}
+    return {**setup, "splits": splits, "raised": type(raised).__name__ if raised else None, "problems": problems}
+
+
+@contextlib.contextmanager
+def _forced_splits() -> Iterator[None]:
+    """Every review splits each worker of 2 threads or more, every 5 ms, whatever its GIL did."""
+    saved = gil_split.INTERVAL, gil_split.gil_ceiling, placement.available_cores
+    gil_split.INTERVAL = 0.005
+    gil_split.gil_ceiling = lambda window, threads: 1 if threads > 1 else None
+    try:
+        yield
+    finally:
+        gil_split.INTERVAL, gil_split.gil_ceiling, placement.available_cores = saved
 
 
 def _send_signal(fault: str, pids: list[int], rng: random.Random) -> None:
@@ -172,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--splits", action="store_true", help="half the runs split their workers (see above)")
     parser.add_argument("--hang-after", type=float, default=60.0, help="seconds after which a run counts as hung")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT / "process_faults.json")
     args = parser.parse_args(argv)
@@ -181,7 +207,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     # Python's own handler, even when started in the background (where a shell ignores SIGINT).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        runs, seconds = _campaign(args)
+        with _forced_splits() if args.splits else contextlib.nullcontext():
+            runs, seconds = _campaign(args)
     finally:
         logger.setLevel(level)
         signal.signal(signal.SIGINT, handler)
@@ -193,7 +220,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             outcomes = collections.Counter(r["raised"] or "epoch complete" for r in chosen)
             rows.append([fault, on_error, len(chosen), len(bad), ", ".join(f"{k} {v}" for k, v in outcomes.items())])
     # Reaching this line means no run hung: a hung run ends the campaign (see _campaign).
+    split, splits = sum(r["split"] for r in runs), sum(r["splits"] > 0 for r in runs)
     print(f"\n{args.runs} runs (seed {args.seed}) in {seconds:.0f} s: 0 hangs")
+    if args.splits:
+        print(f"{split} runs with processes='auto' and forced splits; in {splits}, a worker was split while batches came")
     print(format_table(["fault", "on_error", "runs", "runs with a problem", "outcome"], rows))
     kinds = collections.Counter(p.split(":")[0] for r in runs for p in r["problems"])
     print(f"problems: {dict(kinds) or 'none'} (duplicates, lost indices, orphaned processes, leaked blocks)")
@@ -211,7 +241,7 @@ def _campaign(args: argparse.Namespace) -> tuple[list[dict[str, Any]], float]:
         # A run still going after --hang-after: every thread's stack, and the campaign ends (exit code 1).
         faulthandler.dump_traceback_later(args.hang_after, exit=True, file=sys.__stderr__)
         try:
-            run = one_run(rng)
+            run = one_run(rng, args.splits)
         finally:
             faulthandler.cancel_dump_traceback_later()
         runs.append(run)

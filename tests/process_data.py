@@ -82,6 +82,23 @@ class ThreadNumbers(YieldFunction):
         return index, _local.number, os.getpid()
 
 
+class SpinningNumbers(ThreadNumbers):
+    """``ThreadNumbers`` of ``length`` batches, each ``spin_ms`` of pure Python first: the GIL is all it waits for."""
+
+    def __init__(self, length: int, spin_ms: float) -> None:
+        self.length = length
+        self.spin_ms = spin_ms
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self, index: int):
+        end = time.perf_counter() + self.spin_ms / 1000
+        while time.perf_counter() < end:
+            pass
+        return super().__call__(index)
+
+
 class Trouble(YieldFunction):
     """Index ``at`` hangs (``"hang"``) or kills its own process (``"kill"``); the others return ``index``."""
 

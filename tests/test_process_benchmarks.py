@@ -36,9 +36,10 @@ def test_processes_gil_and_transfer(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_process_faults_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = process_faults.main(["--runs", "4", "--seed", "3", "--out", str(tmp_path / "faults.json")])
-    assert len(report["runs"]) == 4
+    report = process_faults.main(["--runs", "6", "--seed", "3", "--splits", "--out", str(tmp_path / "faults.json")])
+    assert len(report["runs"]) == 6
     assert all(run["problems"] == [] for run in report["runs"]), report["runs"]
+    assert any(run["split"] for run in report["runs"])  # the seed draws runs with processes="auto" and splits
     assert "0 hangs" in capsys.readouterr().out
 
 
@@ -51,7 +52,9 @@ def test_host_scale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     report = host_scale.main(argv)
     tax = report["tax"]["results"]
     assert {"batches in memory", "1 thread(s) in the trainer", "1 process(es) x 1 thread(s)"} < set(tax)
-    assert all(_finite([r["clips_s"], r["step_ms"], r["cpu_ms_per_clip"]]) for runs in tax.values() for r in runs)
+    assert all(_finite([r["clips_s"], r["step_ms"]]) for runs in tax.values() for r in runs)
+    # The process's CPU time comes in 10 ms ticks: 3 short steps from memory may read none.
+    assert all(r["cpu_ms_per_clip"] >= 0 for runs in tax.values() for r in runs)
     assert all(_finite([runs[0]["steps_s"]]) for runs in report["keras"]["results"].values())
     assert {"0 x 1", "1 x 1"} < set(report["sweep"]["results"])
     start = report["start"]["results"]

@@ -1,7 +1,7 @@
 """What runs in a worker process of process mode: one thread per lane, and the control pipe.
 
 ``boot`` is the process's program (``worker_launch``). ``worker_main`` unpickles
-the yield function and ``thread_init``, starts one thread per lane, and serves stack and hook requests
+the yield function and ``thread_init``, starts one thread per lane, and serves stack, hook and GIL requests
 on the control pipe. Each thread calls ``thread_init``, then answers the tasks
 its lane brings. A batch's arrays go through a shared-memory block the loader
 hands over (``shared_batches``). The process exits when the control pipe closes.
@@ -25,6 +25,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from .._core.gil_meter import GilMeter
 from .._core.worker_pool import thread_frames
 from .._data.yield_function import call_of
 from .._faults.results import Task
@@ -47,13 +48,19 @@ def boot(control: Connection, args: tuple[Any, ...]) -> None:
 
 
 def worker_main(
-    payload: bytes, number: int, name: str, keep: int, skip: bool, control: Connection, lanes: list[Connection]
+    payload: bytes,
+    numbers: list[int],
+    name: str,
+    keep: int,
+    skip: bool,
+    control: Connection,
+    lanes: list[Connection],
 ) -> None:
     """Run a worker process: a thread serves each lane; this thread serves the control pipe.
 
     Args:
         payload: the pickled ``(yield_fn, thread_init)``.
-        number: the worker's number; its threads get ``number * len(lanes) + j``.
+        numbers: the number ``thread_init`` gets in each lane's thread.
         name: the process's name, for messages.
         keep: how many blocks' mappings to keep (``WorkerMappings``).
         skip: whether the loader skips failures: the worker's error sink says so, as the loader's does.
@@ -62,7 +69,6 @@ def worker_main(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's: it ends the workers
     yield_fn, thread_init = pickle.loads(payload)
-    threads = len(lanes)
     mappings = WorkerMappings(keep)
     reports = threading.local()
     sink = getattr(yield_fn, "set_error_sink", None)
@@ -72,7 +78,7 @@ def worker_main(
     workers = [
         threading.Thread(
             target=_serve,
-            args=(conn, call, thread_init, number * threads + j, f"{name} (pid {os.getpid()})", reports, mappings),
+            args=(conn, call, thread_init, numbers[j], f"{name} (pid {os.getpid()})", reports, mappings),
             name=f"{name}-thread-{j}",
             daemon=True,
         )
@@ -80,6 +86,7 @@ def worker_main(
     ]
     for thread in workers:
         thread.start()
+    meter = None
     while True:
         try:
             request = control.recv()
@@ -88,6 +95,9 @@ def worker_main(
         if request[0] == "stack":
             frame = thread_frames().get(workers[request[1]].ident or -1)
             control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
+        elif request[0] == "gil":  # the first request starts the meter (gil_meter)
+            meter = meter or GilMeter()
+            control.send(meter.reading())
         elif request[0] == "hook":
             try:
                 getattr(yield_fn, request[1])(request[2])

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-import signal
 import threading
 import weakref
 from collections.abc import Callable
@@ -28,17 +27,19 @@ from .._core.worker_pool import CallSlot
 from .._data.yield_function import epoch_hook
 from .._faults.errors import LoaderClosed, WorkerProcessDied
 from .._faults.results import Task
+from .gil_split import GilSplit
 from .remote_errors import hook_everywhere, rebuilt
 from .shared_batches import BlockPool
 from .thread_calls import Report
 from .worker_launch import WorkerProcess, dumps
+from .worker_payload import Payload
+from .worker_places import EXIT_WAIT, Lane, Worker, remote, retire, shutdown, signal_name
 
 __all__ = ["ProcessCalls"]
 
 log = logging.getLogger(__name__)
 
 _STACK_WAIT = 2.0  # seconds to wait for a stuck worker's stack before killing it without
-_EXIT_WAIT = 2.0  # seconds a worker is given to exit on its own at close() before it is killed
 
 
 class ProcessCalls:
@@ -55,6 +56,8 @@ class ProcessCalls:
         name: the loader's name; the processes are ``name-process-0``, ...
         max_batches: the most batches the loader holds at once: shared-memory
             blocks kept for reuse.
+        gil_split: move threads of a worker that its GIL holds back to new workers
+            (``gil_split``), as ``processes="auto"`` does.
 
     Raises:
         TypeError: ``yield_fn`` or ``thread_init`` cannot be pickled.
@@ -74,6 +77,7 @@ class ProcessCalls:
         report: Report,
         name: str,
         max_batches: int,
+        gil_split: bool = False,
     ) -> None:
         if stream:
             raise ValueError(
@@ -93,7 +97,6 @@ class ProcessCalls:
         self.num_threads = num_threads
         self.name = name
         self._yield_fn = yield_fn
-        self._thread_init = thread_init
         self._report = report
         self._blocks = BlockPool(max(1, max_batches), prefix=f"pl{os.getpid()}_")
         # Guards the workers, the lanes and the flag below; _changed is notified when a lane
@@ -101,20 +104,17 @@ class ProcessCalls:
         self._lock = new_lock()
         self._changed = threading.Condition(self._lock)
         self._closing = False
-        # The pickle sent to every worker. An epoch hook may change the state: it drops the pickle and counts
-        # itself in _hooks, and the next start pickles again, so that a later worker has that state.
-        self._payload: bytes | None = payload
-        self._hooks = 0
-        self._pickling = new_lock()  # one pickle at a time, made outside _lock
-        self._workers = [_Worker(i, f"{name}-process-{i}") for i in range(processes)]
-        self._lanes = [_Lane(w, j) for w in self._workers for j in range(num_threads)]
-        self._free = list(self._lanes)  # lanes no loader thread is bound to
-        self._bound: dict[threading.Thread, _Lane] = {}
+        self._payload = Payload((yield_fn, thread_init), payload, self._lock)  # what every worker starts from
+        self._workers = [Worker(i, f"{name}-process-{i}") for i in range(processes)]
+        self._free = [Lane(w, w.number * num_threads + j) for w in self._workers for j in range(num_threads)]
+        # (lanes no loader thread is bound to)
+        self._bound: dict[threading.Thread, Lane] = {}
         self._abandoned: set[threading.Thread] = set()  # loader threads whose stuck call was given up
         self._local = threading.local()
+        self._split = GilSplit(name) if gil_split else None
         # Ends the workers and unlinks the blocks if the loader is dropped or the program
         # exits without close().
-        self._finalizer = weakref.finalize(self, _shutdown, self._workers, self._blocks)
+        self._finalizer = weakref.finalize(self, shutdown, self._workers, self._blocks)
         self.thread_init = self._bind
 
     @property
@@ -131,7 +131,9 @@ class ProcessCalls:
         return self.processes * num_threads
 
     def call(self, task: Task) -> Any:
-        lane: _Lane = self._local.lane
+        lane: Lane = self._local.lane
+        if lane.moving:
+            lane = self._move(lane)
         while True:
             with self._lock:
                 conn, generation, greeted = lane.conn, lane.generation, lane.greeted
@@ -142,6 +144,8 @@ class ProcessCalls:
                     conn.send_bytes(ForkingPickler.dumps(("call", task)))
                     ok, result = self._receive(conn)
                     if ok:
+                        if self._split is not None and self._split.begin():
+                            self._review(self._split)
                         return result
                     failure = result
             except (EOFError, OSError):
@@ -159,7 +163,7 @@ class ProcessCalls:
             process = worker.process
             generation = worker.generation
         assert process is not None
-        text = _remote(worker, ("stack", lane.thread), _STACK_WAIT)
+        text = remote(worker, ("stack", lane.thread), _STACK_WAIT)
         stack = text if isinstance(text, str) else "(the worker gave no stack in time)\n"
         with self._lock:
             # The stuck loader thread lets go of its lane now (the pool starts another thread,
@@ -170,8 +174,8 @@ class ProcessCalls:
                 worker.killed.add(generation)
         log.warning("%s: killing worker process %s (pid %s), stuck in a call", self.name, process.name, process.pid)
         process.kill()
-        process.join(_EXIT_WAIT)
-        pickled = self._pickled()
+        process.join(EXIT_WAIT)
+        pickled = self._payload.made()
         with self._lock:
             started = self._start(worker, pickled) if worker.generation == generation and not self._closing else None
             self._free.append(lane)
@@ -189,22 +193,26 @@ class ProcessCalls:
             try:
                 own(epoch)
             finally:
-                self._payload = None  # the state may have changed: the next start pickles it again
-                self._hooks += 1
+                self._payload.changed()  # the state may have changed: the next start pickles it again
 
-        def tell(worker: _Worker, epoch: int) -> tuple[BaseException, str] | None:
-            reply = _remote(worker, ("hook", name, epoch), None)
+        def tell(worker: Worker, epoch: int) -> tuple[BaseException, str] | None:
+            reply = remote(worker, ("hook", name, epoch), None)
             # None: the worker died or was replaced; a replacement gets the state after the hook.
             return reply if isinstance(reply, tuple) else None
 
         return hook_everywhere(here, self._lock, lambda: [w for w in self._workers if w.process is not None], tell)
+
+    @property
+    def splits(self) -> int:
+        """How many workers were split so far, their GIL holding back their threads (``gil_split``)."""
+        return 0 if self._split is None else self._split.splits
 
     def times(self) -> tuple[dict[str, CallTimes], float]:
         return {}, 0.0  # the loader threads' call times include the pipe's time
 
     def close(self) -> None:
         with self._lock:
-            self._closing = True
+            self._closing = self._payload.closing = True
             notify_all(self._changed)
         self._finalizer()
 
@@ -212,7 +220,7 @@ class ProcessCalls:
 
     def _bind(self, number: int) -> None:
         """The pool's thread_init: bind this loader thread to a free lane, starting its worker if need be."""
-        pickled = self._pickled()
+        pickled = self._payload.made()
         with self._lock:
             while not self._free and not self._closing:
                 wait(self._changed, self._lock)
@@ -241,7 +249,29 @@ class ProcessCalls:
         if failure is not None:
             raise failure
 
-    def _greet(self, lane: _Lane, conn: Connection) -> BaseException | None:
+    def _move(self, lane: Lane) -> Lane:
+        """Retire this thread's lane, which moved to a new worker (``gil_split``), and bind to a free one."""
+        with self._lock:
+            self._bound.pop(threading.current_thread(), None)
+            retire(lane)
+        self._bind(lane.number)
+        return self._local.lane
+
+    def _review(self, gil: GilSplit) -> None:
+        """Split each worker that its GIL holds back (``gil_split``); ``gil.begin()`` let this thread make it."""
+        try:
+            with self._lock:
+                # A worker with a greeted lane serves its control pipe: a request gets an answer at once.
+                running = [w for w in self._workers if w.process is not None and any(x.greeted for x in w.lanes)]
+            ceilings = gil.review(running)
+            with self._lock:
+                if ceilings and not self._closing:
+                    self._free = gil.split(ceilings, self._free, self._workers, f"{self.name}-process-")
+                    notify_all(self._changed)
+        finally:
+            gil.end()
+
+    def _greet(self, lane: Lane, conn: Connection) -> BaseException | None:
         """Take the worker thread's first message: ready (None), or the exception its thread_init raised."""
         reply = conn.recv()
         if reply[0] == "init_error":
@@ -281,13 +311,13 @@ class ProcessCalls:
         for index, exc, context in reports:
             self._report(index, exc, context)
 
-    def _broken(self, lane: _Lane, generation: int, task: Task | None) -> bool:
+    def _broken(self, lane: Lane, generation: int, task: Task | None) -> bool:
         """The lane's pipe broke during a call: wait for the replacement (False), or raise why not.
 
         Returns True for a call the watchdog abandoned (its lane went to another thread): it is dropped.
         """
         worker = lane.worker
-        pickled = self._pickled()  # for the replacement this thread may start below
+        pickled = self._payload.made()  # for the replacement this thread may start below
         started = None
         with self._lock:
             if self._closing or worker.closed:
@@ -304,7 +334,7 @@ class ProcessCalls:
             if generation not in worker.died:
                 process = worker.process
                 assert process is not None
-                process.join(_EXIT_WAIT)
+                process.join(EXIT_WAIT)
                 worker.died[generation] = (process.pid, process.exitcode)
                 log.error("%s: worker process %s died with exit code %s", self.name, process.name, process.exitcode)
                 if worker.generation == generation:
@@ -316,45 +346,21 @@ class ProcessCalls:
         what = "starting" if task is None else f"making index {index}"
         raise WorkerProcessDied(
             f"{self.name}: worker process {worker.name} (pid {pid}) died with exit code {exitcode}"
-            f"{_signal_name(exitcode)} while {what}; every call in progress in it fails, and it was replaced",
+            f"{signal_name(exitcode)} while {what}; every call in progress in it fails, and it was replaced",
             process=worker.name,
             exitcode=exitcode,
             index=index,
         )
 
-    def _pickled(self) -> tuple[bytes | None, int]:
-        """The pickle to start a worker from, and ``_hooks`` then; made again after a hook here, not under the lock.
-
-        None when closing, or when pickling failed: ``_start`` then pickles under the lock.
-        """
-        with self._pickling:  # threads starting workers at once share one pickle
-            with self._lock:
-                payload, hooks = self._payload, self._hooks
-                if self._closing:
-                    return None, hooks
-            if payload is None:
-                try:
-                    payload = dumps((self._yield_fn, self._thread_init))
-                except Exception:  # perhaps a hook changing the state meanwhile: _start tries again
-                    return None, hooks
-                with self._lock:
-                    if self._hooks == hooks:
-                        self._payload = payload
-            return payload, hooks
-
-    def _start(self, worker: _Worker, pickled: tuple[bytes | None, int]) -> WorkerProcess:
-        """Start (or replace) ``worker``'s process, from ``pickled`` (``_pickled``). Lock held.
+    def _start(self, worker: Worker, pickled: tuple[bytes | None, int]) -> WorkerProcess:
+        """Start (or replace) ``worker``'s process, from ``pickled`` (``Payload.made``). Lock held.
 
         Returns the process, whose ``send_boot`` the caller calls once it has released the lock.
         """
-        payload = pickled[0] if pickled[1] == self._hooks else None
-        if payload is None:
-            # A hook ran since: pickle its state under the lock, so that no later hook passes this worker by.
-            if self._payload is None:
-                self._payload = dumps((self._yield_fn, self._thread_init))  # before the pipes: none left open
-            payload = self._payload
-        pipes = [multiprocessing.Pipe() for _ in range(self.num_threads + 1)]
-        boot = (worker.number, worker.name, self._blocks.capacity, bool(getattr(self._report, "skip", False)))
+        payload = self._payload.for_start(pickled)  # before the pipes: none left open if it raises
+        pipes = [multiprocessing.Pipe() for _ in range(len(worker.lanes) + 1)]
+        skip = bool(getattr(self._report, "skip", False))
+        boot = ([lane.number for lane in worker.lanes], worker.name, self._blocks.capacity, skip)
         process = WorkerProcess(worker.name, boot, payload, pipes[0][1], [p[1] for p in pipes[1:]])
         try:
             process.start()
@@ -365,86 +371,11 @@ class ProcessCalls:
         worker.process = process
         worker.control = pipes[0][0]
         worker.generation += 1
-        for lane in self._lanes:
-            if lane.worker is worker:
-                lane.conn = pipes[1 + lane.thread][0]
-                lane.generation = worker.generation
-                lane.greeted = False
+        for thread, lane in enumerate(worker.lanes):
+            lane.thread = thread
+            lane.conn = pipes[1 + thread][0]
+            lane.generation = worker.generation
+            lane.greeted = False
         notify_all(self._changed)
         log.debug("%s: started worker process %s (pid %s)", self.name, process.name, process.pid)
         return process
-
-
-class _Worker:
-    """One worker process's place: the process running in it now, replaced as need be."""
-
-    def __init__(self, number: int, name: str) -> None:
-        self.number = number
-        self.name = name
-        self.process: WorkerProcess | None = None
-        self.control: Connection | None = None  # stacks and epoch hooks, one request at a time
-        self.control_lock = new_lock()
-        self.generation = 0  # how many processes were started in this place
-        self.killed: set[int] = set()  # generations the watchdog killed
-        self.died: dict[int, tuple[int | None, int | None]] = {}  # generations that died: (pid, exit code)
-        self.closed = False  # ended by close(), or at exit without it
-
-
-class _Lane:
-    """A pipe to one thread of one worker process, used by one loader thread at a time."""
-
-    def __init__(self, worker: _Worker, thread: int) -> None:
-        self.worker = worker
-        self.thread = thread
-        self.thread_name = f"{worker.name}-thread-{thread}"
-        self.conn: Connection | None = None
-        self.generation = 0
-        self.greeted = False  # the worker thread's ready message was taken
-
-
-def _remote(worker: _Worker, request: tuple[Any, ...], timeout: float | None) -> Any:
-    """Send ``request`` on ``worker``'s control pipe and return the reply; None if none came."""
-    with worker.control_lock:
-        control = worker.control
-        if control is None:
-            return None
-        try:
-            control.send(request)
-            if timeout is not None and not control.poll(timeout):
-                return None
-            return control.recv()
-        except (EOFError, OSError):
-            return None
-
-
-def _signal_name(exitcode: int | None) -> str:
-    if exitcode is None or exitcode >= 0:
-        return ""
-    try:
-        return f" ({signal.Signals(-exitcode).name})"
-    except ValueError:
-        return ""
-
-
-def _shutdown(workers: list[_Worker], blocks: BlockPool) -> None:
-    """End every worker process (closing its control pipe asks it to exit) and unlink the blocks."""
-    try:
-        for worker in workers:
-            worker.closed = True
-            process = worker.process
-            if process is not None and process.booting:
-                process.kill()  # it has no work yet; the write of its boot, perhaps waiting, then fails
-            with worker.control_lock:
-                control, worker.control = worker.control, None
-            if control is not None:
-                control.close()
-        for worker in workers:
-            process = worker.process
-            if process is None:
-                continue
-            process.join(_EXIT_WAIT)
-            if process.exitcode is None:
-                process.kill()
-                process.join(_EXIT_WAIT)
-    finally:
-        blocks.close()

@@ -64,6 +64,7 @@ class LoaderOptions:
     telemetry: bool
     processes: int
     workers: RayWorkers | None
+    gil_split: bool = False  # processes="auto": a worker its GIL holds back hands threads to new ones
 
     @classmethod
     def check(
@@ -127,6 +128,7 @@ class LoaderOptions:
         elif check_bool("drop_last", drop_last) or collate is not None:
             raise ValueError("drop_last and collate batch samples: pass batch_size too")
         telemetry = check_bool("telemetry", telemetry)
+        gil_split = processes == "auto"
         if processes == "auto":
             if workers is not None:
                 raise ValueError('processes="auto" and workers=RayWorkers(...) both say where the calls run')
@@ -195,6 +197,7 @@ class LoaderOptions:
             telemetry=telemetry,
             processes=processes,
             workers=workers,
+            gil_split=gil_split,
         )
 
     def calls(self, report: Report) -> YieldCalls:
@@ -225,6 +228,7 @@ class LoaderOptions:
             name=self.name,
             # The most batches the loader holds at once: the shared-memory blocks kept.
             max_batches=self.max_len + self.processes * self.num_threads,
+            gil_split=self.gil_split,
         )
 
 

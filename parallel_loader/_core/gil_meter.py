@@ -1,0 +1,134 @@
+"""How busy this process's GIL is, measured while it runs: ``GilMeter``, ``GilWindow`` and ``gil_ceiling``.
+
+CPython gives no count of the time its GIL is held. So a probe thread sleeps
+``PERIOD`` in a loop and checks how late it wakes. It needs the GIL to run
+again: a wake later than ``LATE`` found the GIL held. The share of such wakes
+estimates how busy the GIL is. It misses holds shorter than ``LATE``, and it
+counts a wake delayed by a lack of cores as held.
+
+``gil_ceiling`` reads a window of these figures with the process's CPU time
+and the host's idle cores. Say the threads get much less than a core each, while
+the GIL is busy and the host has idle cores: the GIL holds them back. The
+cores the process does use are then the threads it can keep busy: its *GIL
+ceiling*. See :doc:`/guide/host_scale`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import psutil
+
+__all__ = ["GilMeter", "GilReading", "GilWindow", "gil_ceiling"]
+
+log = logging.getLogger(__name__)
+
+PERIOD = 0.005  # the probe's sleep: 200 wakes a second, each a few microseconds of the GIL
+LATE = 0.0005  # a wake later than this found the GIL held (a quiet machine's wakes are 0.1-0.2 ms late)
+# gil_ceiling's thresholds: a window this long at least, a GIL held at this share of the wakes or more,
+# threads getting less than this share of a core each, and a host with at least this many idle cores.
+MIN_SECONDS = 1.0
+BUSY = 0.5
+STARVED = 0.75
+IDLE_CORES = 0.75
+
+
+@dataclass(frozen=True)
+class GilReading:
+    """The meter's running totals at one moment (all since the meter started)."""
+
+    wall: float  # seconds on the monotonic clock
+    cpu: float  # the process's CPU seconds
+    idle: float  # the host's idle CPU seconds, all cores together
+    wakes: int  # the probe's wakes
+    held: int  # ...that found the GIL held
+
+    def since(self, earlier: GilReading) -> GilWindow:
+        """The figures between ``earlier`` and this reading."""
+        seconds = max(self.wall - earlier.wall, 1e-9)
+        wakes = self.wakes - earlier.wakes
+        return GilWindow(
+            seconds=seconds,
+            cores=(self.cpu - earlier.cpu) / seconds,
+            idle_cores=(self.idle - earlier.idle) / seconds,
+            held=(self.held - earlier.held) / wakes if wakes else 0.0,
+        )
+
+
+@dataclass(frozen=True)
+class GilWindow:
+    """What a process did between two readings."""
+
+    seconds: float
+    cores: float  # the process's CPU time over the window's time
+    idle_cores: float  # the host's idle CPU time over the window's time
+    held: float  # the share of the probe's wakes that found the GIL held
+
+
+def gil_ceiling(window: GilWindow, threads: int) -> int | None:
+    """The threads a process can keep busy, when its GIL holds back its ``threads``; else None.
+
+    Args:
+        window: the process's figures while its ``threads`` threads were busy.
+        threads: the threads making calls in the process.
+
+    Returns:
+        About the cores the process used, at least 1 and fewer than ``threads``. None
+        when the window is short, the GIL mostly free, or the threads near a core each.
+        None too when the host has no idle core: more processes would not run either.
+    """
+    if window.seconds < MIN_SECONDS or window.held < BUSY or window.idle_cores < IDLE_CORES:
+        return None
+    if window.cores >= STARVED * threads:
+        return None
+    ceiling = max(1, round(window.cores))
+    return ceiling if ceiling < threads else None
+
+
+class GilMeter:
+    """A probe thread that measures how busy this process's GIL is; ``reading()`` gives the totals.
+
+    The thread is a daemon; ``close()`` ends it within one ``period``.
+
+    Args:
+        period: the probe's sleep, in seconds.
+        late: a wake later than this found the GIL held.
+    """
+
+    def __init__(self, period: float = PERIOD, late: float = LATE) -> None:
+        self.period = period
+        self.late = late
+        self._wakes = 0
+        self._held = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._probe, name="parallel_loader-gil-meter", daemon=True)
+        self._thread.start()
+
+    def reading(self) -> GilReading:
+        """The running totals now."""
+        return GilReading(time.monotonic(), time.process_time(), _host_idle(), self._wakes, self._held)
+
+    def close(self) -> None:
+        """End the probe thread."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    def _probe(self) -> None:
+        period, late, clock, stopped = self.period, self.period + self.late, time.perf_counter, self._stop.wait
+        while True:
+            started = clock()
+            if stopped(period):  # sleeps outside the GIL, as time.sleep does
+                return
+            held = clock() - started > late
+            self._wakes += 1  # only this thread writes the counts; a reader sees one or the other
+            self._held += held
+
+
+def _host_idle() -> float:
+    """The host's idle CPU seconds since boot, all cores together (waits on I/O count as idle)."""
+    times = psutil.cpu_times()
+    return times.idle + getattr(times, "iowait", 0.0)
