@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from parallel_loader import DataLoader, LoaderTimeout, Train, WorkerProcessDied, as_tf_dataset
-from parallel_loader._calls import worker_processes
+from parallel_loader._calls import worker_payload, worker_processes
 from parallel_loader._calls.worker_launch import dumps as worker_processes_dumps
 from parallel_loader._calls.worker_launch import executable, worker_children
 from parallel_loader._calls.worker_processes import ProcessCalls
@@ -490,7 +490,8 @@ def test_a_slow_boot_holds_no_lock_and_close_ends_it_at_once_leaving_no_process_
 
 def test_one_pickle_is_sent_to_every_worker(monkeypatch):
     made = []
-    monkeypatch.setattr(worker_processes, "dumps", lambda obj: made.append(1) or worker_processes_dumps(obj))
+    for module in (worker_processes, worker_payload):  # the first pickle, and those made again after a hook
+        monkeypatch.setattr(module, "dumps", lambda obj: made.append(1) or worker_processes_dumps(obj))
     with DataLoader(data.Arrays(length=8), num_threads=2, processes=2) as loader:
         assert sorted(int(b["labels"][1]) for b in loader) == list(range(8))
         assert all(loader._yield_calls.pids)

@@ -220,7 +220,9 @@ class ProcessCalls:
 
     def _bind(self, number: int) -> None:
         """The pool's thread_init: bind this loader thread to a free lane, starting its worker if need be."""
-        pickled = self._payload.made()
+        with self._lock:  # a pickle is made only for a worker to start: a running one has its work
+            starts = any(lane.worker.process is None for lane in self._free)
+        pickled = self._payload.made() if starts else (None, -1)  # (None, -1): Payload.for_start pickles
         with self._lock:
             while not self._free and not self._closing:
                 wait(self._changed, self._lock)
