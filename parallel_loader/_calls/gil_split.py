@@ -63,13 +63,15 @@ class GilSplit:
     def review(self, running: list[Worker]) -> list[tuple[Worker, int]]:
         """Read each running worker's GIL meter; return the workers to split, with the threads each keeps.
 
-        A worker busy with an epoch hook answers once the hook returns. A worker of one
-        thread is not asked: its meter never starts.
+        A worker whose control pipe is busy (an epoch hook, a stack) is asked at the next
+        review: a loader thread never waits on a hook here. A worker of one thread is not asked.
         """
         ceilings = []
         for worker in running:
             if sum(not lane.moving for lane in worker.lanes) < 2:
                 continue  # one thread: nothing to split, so its meter never starts
+            if worker.control_lock.locked():
+                continue  # an epoch hook or a stack request is under way there: asked at the next review
             process = worker.process
             reading = remote(worker, ("gil",), None)
             if process is not None and isinstance(reading, GilReading):

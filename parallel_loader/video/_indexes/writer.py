@@ -26,6 +26,7 @@ Nothing here decodes or reads video files; ``cache`` decides what is written.
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import os
 import threading
@@ -167,12 +168,18 @@ class StoreWriter:
 
 def writer_for(store: IndexStore) -> StoreWriter:
     """The writer of ``store``'s file in this process, made at the first call: shared by every cache on it."""
-    name = os.path.realpath(store.path)
+    name = _real_path(store.path)
     with _writers_lock:
         writer = _writers.get(name)
         if writer is None:
             writer = _writers[name] = StoreWriter(store)
         return writer
+
+
+@functools.lru_cache(maxsize=64)
+def _real_path(path: os.PathLike[str] | str) -> str:
+    """``path`` resolved once: ``writer_for`` runs once a clip (``member_bytes.read_kept``)."""
+    return os.path.realpath(path)
 
 
 def close_all() -> None:
