@@ -160,3 +160,30 @@ def test_explicit_processes_are_never_split(fast_reviews):
             assert [index for index, _, _ in loader] == list(range(40))
         assert loader._yield_calls.splits == 0
         assert len(loader._yield_calls.pids) == 1
+
+
+class Unasked:
+    """A control pipe that fails the test if a request is sent on it."""
+
+    def send(self, request: object) -> None:
+        raise AssertionError(f"asked {request!r} while the control pipe was busy")
+
+
+def test_a_review_skips_a_worker_whose_control_pipe_is_busy_without_waiting():
+    worker = place(2)
+    worker.control = Unasked()
+    held, release = threading.Event(), threading.Event()
+
+    def hook_in_progress() -> None:  # as an epoch hook's request holds the pipe until the hook returns
+        with worker.control_lock:
+            held.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hook_in_progress)
+    holder.start()
+    try:
+        assert held.wait(30)
+        assert GilSplit("loader").review([worker]) == []
+    finally:
+        release.set()
+        holder.join(30)

@@ -70,10 +70,13 @@ class GilSplit:
         for worker in running:
             if sum(not lane.moving for lane in worker.lanes) < 2:
                 continue  # one thread: nothing to split, so its meter never starts
-            if worker.control_lock.locked():
+            if not worker.control_lock.acquire(blocking=False):
                 continue  # an epoch hook or a stack request is under way there: asked at the next review
-            process = worker.process
-            reading = remote(worker, ("gil",), None)
+            try:
+                process = worker.process
+                reading = remote(worker, ("gil",), None)  # the lock is reentrant
+            finally:
+                worker.control_lock.release()
             if process is not None and isinstance(reading, GilReading):
                 ceiling = self.ceiling(worker, process.pid, reading)
                 if ceiling is not None:

@@ -86,7 +86,8 @@ class DataLoader:
         telemetry: time each call and the consumer's waits, for ``stats()``; ``"auto"`` needs it.
         processes: make the calls in this many worker processes, each running
             ``num_threads`` threads; 0 (default) makes them in this process. ``"auto"``
-            sizes both from the host's cores (``num_threads="auto"`` or given).
+            sizes both from the host's cores (``num_threads="auto"`` or given). It then
+            splits a worker that its GIL holds back, measured while it runs.
         workers: make the calls in Ray actors (``parallel_loader.ray.RayWorkers``), not with ``processes``.
 
     Raises:

@@ -8,8 +8,9 @@ Words used here:
   the GIL for about a fifth of its time (``GIL_SHARE``, from py-spy profiles of
   ``benchmarks/video_cold.py``). So five threads fill one process's GIL.
 
-``auto_placement`` sizes ``processes="auto"``: enough processes to fill the decode
-cores, none run past the ceiling. ``training_placement`` is the default of
+``auto_placement`` sizes ``processes="auto"`` at the start: enough processes to fill
+the decode cores, none run past the ceiling. While the loader runs, a worker whose
+GIL holds its threads back is split (``_calls/gil_split``). ``training_placement`` is the default of
 ``as_tf_dataset`` and ``Train``. With neither ``num_threads`` nor ``processes``
 given, they decode in worker processes, so the trainer's Python never takes the
 GIL from a decode thread. A yield function that cannot cross to a process falls
