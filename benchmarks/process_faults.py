@@ -223,7 +223,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     split, splits = sum(r["split"] for r in runs), sum(r["splits"] > 0 for r in runs)
     print(f"\n{args.runs} runs (seed {args.seed}) in {seconds:.0f} s: 0 hangs")
     if args.splits:
-        print(f"{split} runs with processes='auto' and forced splits; in {splits}, a worker was split while batches came")
+        print(f"{split} runs with processes='auto' and forced splits; in {splits}, a worker split while batches came")
     print(format_table(["fault", "on_error", "runs", "runs with a problem", "outcome"], rows))
     kinds = collections.Counter(p.split(":")[0] for r in runs for p in r["problems"])
     print(f"problems: {dict(kinds) or 'none'} (duplicates, lost indices, orphaned processes, leaked blocks)")

@@ -15,7 +15,10 @@ it. The decision itself (``decide``) is a function of one ``Window``'s figures:
   ``max_threads`` when the consumer does not wait at all between batches;
 * the process's CPU time against the cores it may run on gives the
   threads the CPU can feed: each thread costs ``used / threads`` cores, and the
-  idle cores pay for that many more;
+  idle cores pay for that many more. A core that another process keeps busy is
+  not idle (the host's idle time, read with the GIL meter's figures);
+* a process whose GIL holds its threads back (``gil_meter.gil_ceiling``) does not
+  grow: its new threads would wait for the GIL. ``processes="auto"`` would use more cores;
 * input-bound (the consumer waited more than 2% of the window): grow to
   ``needed`` at once, at least by one. Never grow past what the CPU can feed:
   for CPU-bound work, that stops at the cores there are;
@@ -32,14 +35,18 @@ so tests drive it by hand.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .._core.checks import check_int
+from .._core.gil_meter import GilMeter, GilReading, GilWindow, gil_ceiling
 from .._core.telemetry import CallTimes, Rates
 
 __all__ = ["HOLD", "Sample", "ThreadTuner", "Window", "available_cores", "decide"]
@@ -73,6 +80,7 @@ class Sample:
     calls: int  # calls of the yield function finished
     call_seconds: float  # their total time
     cpu_seconds: float  # the process's CPU time
+    gil: GilReading | None = None  # the GIL meter's totals, with the host's idle CPU time (gil_meter)
 
 
 @dataclass(frozen=True)
@@ -86,9 +94,11 @@ class Window(Rates):
     call_seconds: float
     cpu_seconds: float
     threads: int
+    gil: GilWindow | None = None  # what the GIL meter saw, and the host's idle cores
 
     @classmethod
     def between(cls, start: Sample, end: Sample, threads: int) -> Window:
+        gil = end.gil.since(start.gil) if end.gil is not None and start.gil is not None else None
         return cls(
             seconds=end.time - start.time,
             batches=end.batches - start.batches,
@@ -97,6 +107,7 @@ class Window(Rates):
             call_seconds=end.call_seconds - start.call_seconds,
             cpu_seconds=end.cpu_seconds - start.cpu_seconds,
             threads=threads,
+            gil=gil,
         )
 
     @property
@@ -135,13 +146,20 @@ def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> 
     used = window.cpu_seconds / window.seconds  # cores busy in this process
     per_thread = used / n
     idle = max(0.0, cores - used)
+    gil = window.gil
+    if gil is not None:  # a core that another process keeps busy is not idle
+        idle = min(idle, max(0.0, gil.idle_cores))
     fed = max_threads if per_thread <= 0 else n + math.floor(idle / per_thread + 1e-9)
     wait = window.wait_fraction
     figures = (
         f"waited {100 * wait:.0f}%, call {1e3 * call:.1f} ms, step {1e3 * step:.1f} ms, "
         f"CPU {used:.2f} of {cores:g} cores"
     )
+    if gil is not None:
+        figures += f", {gil.idle_cores:.1f} idle on the host, GIL busy at {100 * gil.held:.0f}% of the probes"
     if wait > INPUT_BOUND:
+        if gil is not None and gil_ceiling(gil, n) is not None:  # more threads here would wait for the GIL
+            return n, f'input-bound but the GIL is busy: processes="auto" would use more cores ({figures})'
         target = min(max(n + 1, needed), fed, max_threads)
         if target <= n:
             return n, f"input-bound but the CPU is busy ({figures})"
@@ -162,6 +180,10 @@ class ThreadTuner:
         cpu_seconds: the process's CPU time; ``time.process_time`` by default.
         min_seconds: the shortest window; it also lasts two mean call times at least.
         min_batches: the fewest batches in a window.
+
+    With its own clocks, the tuner also runs a GIL meter (``gil_meter``) from its first
+    measure to ``close()``. Threads the GIL holds back do not grow, and a core another
+    process keeps busy is not counted as idle.
 
     Raises:
         TypeError, ValueError: a bound is not an int, below 1, or ``max_threads < min_threads``.
@@ -196,6 +218,9 @@ class ThreadTuner:
         self._shortest = min_seconds  # the shortest next window: min_seconds, two of the last window's call times
         self._grown_from: tuple[int, float] | None = None  # (count, rate) before the last growth
         self._ceiling: tuple[int, int] | None = None  # (count, windows left) not to grow past
+        self._measures_gil = clock is time.monotonic and cpu_seconds is None  # its readings are on these clocks
+        self._meter: GilMeter | None = None
+        self._meter_end: Callable[[], Any] | None = None
 
     @property
     def initial(self) -> int:
@@ -290,7 +315,17 @@ class ThreadTuner:
         :meta private:
         """
         times = list(times)
-        return self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
+        if self._meter is None and self._measures_gil:
+            self._meter = GilMeter()
+            self._meter_end = weakref.finalize(self, self._meter.close)  # a tuner dropped without close()
+        sample = self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
+        return sample if self._meter is None else dataclasses.replace(sample, gil=self._meter.reading())
+
+    def close(self) -> None:
+        """End the GIL meter's thread, if one runs; the next ``measure`` starts another."""
+        end, self._meter, self._meter_end = self._meter_end, None, None
+        if end is not None:
+            end()
 
     def _next(self, window: Window) -> tuple[int, str]:
         n = window.threads

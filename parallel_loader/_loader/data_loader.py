@@ -85,9 +85,8 @@ class DataLoader:
         max_threads: with ``num_threads="auto"``: the most threads (default 32).
         telemetry: time each call and the consumer's waits, for ``stats()``; ``"auto"`` needs it.
         processes: make the calls in this many worker processes, each running
-            ``num_threads`` threads; 0 (default) makes them in this process. ``"auto"``
-            sizes both from the host's cores (``num_threads="auto"`` or given). It then
-            splits a worker that its GIL holds back, measured while it runs.
+            ``num_threads`` threads; 0 (default) makes them in this process. ``"auto"`` sizes both
+            from the host's cores, then splits a worker that its GIL holds back, measured as it runs.
         workers: make the calls in Ray actors (``parallel_loader.ray.RayWorkers``), not with ``processes``.
 
     Raises:
@@ -367,7 +366,7 @@ class DataLoader:
             timeout: the most seconds to wait for all the threads together; ``None``
                 waits until each ends. Threads still running then are logged.
         """
-        self._shutdown.close(check_timeout(timeout), self._yield_calls)
+        self._shutdown.close(check_timeout(timeout), self._yield_calls, self._tuner)
 
     def __enter__(self) -> DataLoader:
         return self
