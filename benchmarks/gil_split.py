@@ -74,7 +74,7 @@ def run(fn: GilWork, processes: int | str, threads: int, seconds: float) -> dict
         return {
             "rate": counted / (time.perf_counter() - half),
             "processes": sum(pid is not None for pid in calls.pids),
-            "splits": calls.splits,
+            "splits": calls.split.splits if calls.split is not None else 0,
         }
 
 

@@ -105,6 +105,7 @@ def one_run(rng: random.Random, splits: bool = False) -> dict[str, Any]:
     errors: list[tuple[int, int | None]] = []
     pids: list[int] = []
     raised: BaseException | None = None
+    split_count = 0  # workers split by the last batch delivered
     if setup["split"]:  # processes="auto" on as many cores as give the drawn processes of 2 threads
         placement.available_cores = lambda: 2 * setup["processes"] + 1  # put back by _forced_splits
     loader = DataLoader(
@@ -123,7 +124,7 @@ def one_run(rng: random.Random, splits: bool = False) -> dict[str, Any]:
                 for batch in loader:
                     delivered[-1].append(batch)
                     pids = [p for p in loader._yield_calls.pids if p is not None] or pids
-                    splits = loader._yield_calls.splits
+                    split_count = getattr(loader._yield_calls.split, "splits", 0)
                     if epoch == epochs - 1 and len(delivered[-1]) == after + 1:
                         _send_signal(fault, pids, rng)
             errors = [(e.epoch, e.index) for e in loader.errors]
@@ -158,7 +159,7 @@ def one_run(rng: random.Random, splits: bool = False) -> dict[str, Any]:
     left = _blocks_left()
     if left:
         problems.append(f"shared-memory blocks left: {left}")
-    return {**setup, "splits": splits, "raised": type(raised).__name__ if raised else None, "problems": problems}
+    return {**setup, "splits": split_count, "raised": type(raised).__name__ if raised else None, "problems": problems}
 
 
 @contextlib.contextmanager

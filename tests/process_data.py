@@ -233,3 +233,43 @@ class HookedDiesOnce(Hooked):
             except FileExistsError:
                 pass
         return super().__call__(index)
+
+
+class SlowInitElsewhere:
+    """A thread_init that takes ``seconds`` in every worker process but the first to run it (marked in ``mark``)."""
+
+    def __init__(self, mark: str, seconds: float) -> None:
+        self.mark = mark
+        self.seconds = seconds
+
+    def __call__(self, number: int) -> None:
+        remember_number(number)
+        try:
+            fd = os.open(self.mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+        except FileExistsError:
+            time.sleep(0.05)  # the first process writes its pid right after creating the file
+            with open(self.mark) as file:
+                if file.read().strip() != str(os.getpid()):
+                    time.sleep(self.seconds)
+
+
+class HoldsTheGil(YieldFunction):
+    """Index ``at`` blocks ``seconds`` in C with the GIL held, as a decoder stuck in C would; returns the index."""
+
+    def __init__(self, length: int, at: int, seconds: float) -> None:
+        self.length = length
+        self.at = at
+        self.seconds = seconds
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __call__(self, index: int) -> int:
+        if index == self.at:
+            import ctypes
+
+            ctypes.PyDLL(None).sleep(int(self.seconds))  # PyDLL keeps the GIL through the call
+        time.sleep(0.005)
+        return index

@@ -6,7 +6,6 @@ import logging
 import pytest
 
 from parallel_loader import DataLoader, Train
-from parallel_loader._core.gil_meter import GilWindow
 from parallel_loader._loader import autotune
 from parallel_loader._loader.autotune import HOLD, ThreadTuner, Window, decide
 from tests.helpers import join_all
@@ -36,33 +35,21 @@ def test_a_cpu_bound_loader_grows_only_as_far_as_the_idle_cores():
 
 
 def test_a_core_another_process_keeps_busy_is_not_counted_as_idle():
-    # 8 cores, this process uses 4 with 4 threads; the host has only 1 idle core: one more thread, not 4.
-    host = GilWindow(seconds=1.0, cores=4.0, idle_cores=1.0, held=0.2)
-    busy = dataclasses.replace(window(4, call=0.1, step=0.0, wait=0.99, cores_used=4.0), gil=host)
-    assert decide(busy, 8, 1, 32)[0] == 5
-    assert decide(dataclasses.replace(busy, gil=None), 8, 1, 32)[0] == 8  # the process's own figures alone
-    idle_host = dataclasses.replace(busy, gil=dataclasses.replace(host, idle_cores=0.1))
-    target, why = decide(idle_host, 8, 1, 32)
+    # 8 cores, this process uses 4 with 4 threads; its cores have only 1 idle core: one more thread, not 4.
+    busy = dataclasses.replace(window(4, call=0.1, step=0.0, wait=0.99, cores_used=4.0), idle_seconds=1.0)
+    busy = dataclasses.replace(busy, idle_seconds=1.0 * busy.seconds)
+    target, why = decide(busy, 8, 1, 32)
+    assert target == 5 and "1.0 idle" in why
+    assert decide(dataclasses.replace(busy, idle_seconds=float("nan")), 8, 1, 32)[0] == 8  # not read: as before
+    none_idle = dataclasses.replace(busy, idle_seconds=0.1 * busy.seconds)
+    target, why = decide(none_idle, 8, 1, 32)
     assert target == 4 and "CPU is busy" in why
 
 
-def test_threads_that_the_gil_holds_back_do_not_grow():
-    # 4 threads get 1.1 cores between them, the GIL busy at 90% of the probes, 6 cores idle on the host.
-    held = GilWindow(seconds=1.0, cores=1.1, idle_cores=6.0, held=0.9)
-    bound = dataclasses.replace(window(4, call=0.1, step=0.0, wait=0.99, cores_used=1.1), gil=held)
-    target, why = decide(bound, 8, 1, 32)
-    assert target == 4
-    assert 'the GIL is busy: processes="auto" would use more cores' in why
-    free = dataclasses.replace(bound, gil=dataclasses.replace(held, held=0.1))  # threads waiting on I/O instead
-    assert decide(free, 8, 1, 32)[0] > 4
-
-
-def test_a_loader_with_auto_threads_ends_its_gil_meter_at_close():
-    with DataLoader(Indices(20), num_threads="auto", max_len=4) as loader:
-        assert sorted(loader) == list(range(20))
-        meter = loader.tuner._meter
-        assert meter is not None and meter._thread.is_alive()
-    assert not meter._thread.is_alive() and loader.tuner._meter is None
+def test_a_tuner_with_its_own_clocks_reads_the_idle_time_of_its_cores():
+    assert ThreadTuner().measure([], 0, 0.0).idle_seconds > 0
+    fake = ThreadTuner(clock=lambda: 0.0, cpu_seconds=lambda: 0.0)
+    assert fake.measure([], 0, 0.0).idle_seconds != fake.measure([], 0, 0.0).idle_seconds  # nan: not read
 
 
 def test_a_loader_ahead_of_the_consumer_sheds_threads_at_most_half_at_once():

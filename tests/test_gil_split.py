@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -40,7 +41,8 @@ def window(seconds=2.0, cores=1.0, idle_cores=1.0, held=0.9) -> GilWindow:
         ({"held": 0.2}, 8, None),  # the GIL mostly free: the threads wait on I/O
         ({"cores": 1.6}, 2, None),  # near a core per thread: not held back
         ({"idle_cores": 0.2}, 8, None),  # no idle core: another process would not run either
-        ({"cores": 0.1, "held": 1.0}, 8, 1),  # at least one thread stays
+        ({"cores": 1.2, "held": 1.0}, 8, 1),  # at least one thread stays
+        ({"cores": 0.6, "held": 0.55}, 5, None),  # under 0.9 cores: the GIL had time to spare (I/O-bound threads)
     ],
 )
 def test_the_gil_ceiling_is_the_cores_used_when_the_gil_holds_the_threads_back(figures, threads, expected):
@@ -96,28 +98,20 @@ def test_a_split_keeps_the_ceiling_and_moves_the_rest_to_new_workers_with_their_
 
     lanes = split(worker, 2, new_worker)
     assert [lane.moving for lane in worker.lanes] == [False, False, True, True, True]
+    assert [lane.successor for lane in worker.lanes[2:]] == lanes
     assert [lane.number for lane in lanes] == [2, 3, 4]
     assert [[lane.number for lane in w.lanes] for w in made] == [[2, 3], [4]]
 
 
-def test_a_review_is_due_once_an_interval_and_judges_a_window_from_the_second_reading():
-    now = [0.0]
-    gil = GilSplit("loader", interval=2.0, clock=lambda: now[0])
-    worker = place(2)
-    assert not gil.begin()
-    now[0] = 2.0
-    assert gil.begin()
-    assert not gil.begin()  # one review at a time
-    bound = GilReading(wall=0.0, cpu=0.0, idle=0.0, wakes=0, held=0)
-    assert gil.ceiling(worker, 123, bound) is None  # the first reading starts a window
-    gil.end()
-    assert not gil.begin()
-    now[0] = 4.0
-    assert gil.begin()
-    assert gil.ceiling(worker, 123, GilReading(wall=2.0, cpu=2.0, idle=2.0, wakes=400, held=360)) == 1
-    assert gil.ceiling(worker, 456, GilReading(wall=4.0, cpu=4.0, idle=4.0, wakes=800, held=720)) is None  # new pid
-    gil.end()
-    assert gil.splits == 1
+def test_a_window_starts_at_a_workers_first_reading_and_again_after_a_split_or_a_new_process():
+    gil, worker = GilSplit("loader"), place(2)
+    first = GilReading(wall=0.0, cpu=0.0, idle=0.0, wakes=0, held=0, pid=123)
+    assert gil.ceiling(worker, first) is None  # the first reading starts a window
+    bound = GilReading(wall=2.0, cpu=2.0, idle=2.0, wakes=200, held=180, pid=123)
+    assert gil.ceiling(worker, bound) == 1 and gil.splits == 1
+    assert gil.ceiling(worker, dataclasses.replace(bound, wall=4.0)) is None  # a new window after the split
+    other = GilReading(wall=6.0, cpu=6.0, idle=6.0, wakes=600, held=540, pid=456)
+    assert gil.ceiling(worker, other) is None  # a replaced process: its totals start again
 
 
 @pytest.fixture
@@ -128,12 +122,12 @@ def fast_reviews(monkeypatch):
     monkeypatch.setattr(placement, "available_cores", lambda: 2)  # processes="auto": 1 process of 2 threads
 
 
-def epochs_until_split(loader: DataLoader, most: int = 20) -> list[list[tuple[int, int, int]]]:
-    epochs = []
-    for _ in range(most):
+def epochs_until_moved(loader: DataLoader, seconds: float = 60) -> list[list[tuple[int, int, int]]]:
+    """Epochs until one comes from two processes: the moved thread took its successor, once that was ready."""
+    epochs: list[list[tuple[int, int, int]]] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (epochs and len({pid for _, _, pid in epochs[-1]}) == 2):
         epochs.append(list(loader))
-        if loader._yield_calls.splits:
-            break
     return epochs
 
 
@@ -141,16 +135,16 @@ def test_processes_auto_splits_a_worker_held_back_by_its_gil_and_every_epoch_sta
     fn = data.SpinningNumbers(length=40, spin_ms=3)
     with DataLoader(fn, processes="auto", num_threads=2, ordered=True, thread_init=data.remember_number) as loader:
         assert (loader.processes, loader.num_threads) == (1, 2)
-        epochs = epochs_until_split(loader)
-        assert loader._yield_calls.splits == 1
-        epochs.append(list(loader))  # a whole epoch after the split
+        epochs = epochs_until_moved(loader)
+        assert loader._yield_calls.split.splits == 1
         pids = [pid for pid in loader._yield_calls.pids if pid is not None]
     for epoch in epochs:
         assert [index for index, _, _ in epoch] == list(range(40))  # each index once, in order
     last = epochs[-1]
     assert len(pids) == 2 and {pid for _, _, pid in last} == set(pids)  # both processes made batches
-    by_pid = {pid: {number for _, number, p in last if p == pid} for pid in pids}
-    assert sorted(map(sorted, by_pid.values())) == [[0], [1]]  # the moved thread kept its number
+    old, new = pids  # the worker split, and the one made for its moved thread
+    assert {number for epoch in epochs for _, number, pid in epoch if pid == new} == {1}  # it kept its number
+    assert 0 in {number for _, number, pid in last if pid == old}
 
 
 def test_explicit_processes_are_never_split(fast_reviews):
@@ -158,7 +152,7 @@ def test_explicit_processes_are_never_split(fast_reviews):
     with DataLoader(fn, processes=1, num_threads=2, ordered=True, thread_init=data.remember_number) as loader:
         for _ in range(3):
             assert [index for index, _, _ in loader] == list(range(40))
-        assert loader._yield_calls.splits == 0
+        assert loader._yield_calls.split is None  # no review thread, no GIL meter
         assert len(loader._yield_calls.pids) == 1
 
 
@@ -187,3 +181,28 @@ def test_a_review_skips_a_worker_whose_control_pipe_is_busy_without_waiting():
     finally:
         release.set()
         holder.join(30)
+
+
+def test_a_moving_thread_waits_for_no_slow_start_so_no_call_times_out(fast_reviews, tmp_path):
+    # The new worker's thread_init takes 2 s, longer than call_timeout: the thread keeps its lane meanwhile.
+    init = data.SlowInitElsewhere(str(tmp_path / "first"), seconds=2.0)
+    fn = data.SpinningNumbers(length=40, spin_ms=3)
+    with DataLoader(fn, processes="auto", num_threads=2, thread_init=init, call_timeout=1.0) as loader:
+        epochs = epochs_until_moved(loader)
+        assert loader._yield_calls.split.splits == 1
+        assert loader.errors == []
+    assert all(sorted(index for index, _, _ in epoch) == list(range(40)) for epoch in epochs)
+
+
+def test_close_does_not_wait_on_a_review_of_a_worker_holding_its_gil(monkeypatch):
+    monkeypatch.setattr(gil_split, "INTERVAL", 0.05)
+    monkeypatch.setattr(placement, "available_cores", lambda: 4)  # 2 processes of 2 threads
+    loader = DataLoader(data.HoldsTheGil(400, at=8, seconds=30), processes="auto", num_threads=2, on_error="skip")
+    with loader:
+        for got, _ in enumerate(loader):
+            if got == 30:
+                break
+        started = time.monotonic()
+        loader.close(timeout=1.0)
+        # Before reviews gave up on a silent worker, close() waited out its 30 s in C.
+        assert time.monotonic() - started < 15

@@ -39,7 +39,7 @@ def test_process_faults_campaign(tmp_path: Path, capsys: pytest.CaptureFixture[s
     report = process_faults.main(["--runs", "6", "--seed", "3", "--splits", "--out", str(tmp_path / "faults.json")])
     assert len(report["runs"]) == 6
     assert all(run["problems"] == [] for run in report["runs"]), report["runs"]
-    assert any(run["split"] for run in report["runs"])  # the seed draws runs with processes="auto" and splits
+    assert any(run["splits"] for run in report["runs"])  # the seed draws runs with processes="auto" that split
     assert "0 hangs" in capsys.readouterr().out
 
 

@@ -64,7 +64,7 @@ def worker_main(
         name: the process's name, for messages.
         keep: how many blocks' mappings to keep (``WorkerMappings``).
         skip: whether the loader skips failures: the worker's error sink says so, as the loader's does.
-        control: the pipe for stack and hook requests; its end ends the process.
+        control: the pipe for stack, hook and GIL requests; its end ends the process.
         lanes: one pipe per worker thread.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's: it ends the workers
@@ -89,15 +89,20 @@ def worker_main(
     meter = None
     while True:
         try:
-            request = control.recv()
+            tag, *request = control.recv()
+            control.send(tag)  # the reply follows: the consumer drops replies to requests it gave up on
         except (EOFError, OSError):
             _end()  # the consumer closed, or died: no orphan
         if request[0] == "stack":
-            frame = thread_frames().get(workers[request[1]].ident or -1)
+            thread = workers[request[1]] if request[1] < len(workers) else None
+            frame = thread_frames().get(thread.ident or -1) if thread is not None else None
             control.send("".join(traceback.format_stack(frame)[-20:]) if frame is not None else "")
         elif request[0] == "gil":  # the first request starts the meter (gil_meter)
-            meter = meter or GilMeter()
-            control.send(meter.reading())
+            try:
+                meter = meter or GilMeter()
+                control.send(meter.reading())
+            except RuntimeError:  # no thread can start (a limit on them): no reading
+                control.send(None)
         elif request[0] == "hook":
             try:
                 getattr(yield_fn, request[1])(request[2])

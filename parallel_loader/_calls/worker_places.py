@@ -7,6 +7,8 @@ worker (``shutdown``). ``ProcessCalls`` (``worker_processes``) keeps these under
 from __future__ import annotations
 
 import signal
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -29,6 +31,8 @@ class Worker:
         self.process: WorkerProcess | None = None
         self.control: Connection | None = None  # stacks and epoch hooks, one request at a time
         self.control_lock = new_lock()
+        self.tag = 0  # the last request's tag on the control pipe (remote)
+        self.owed: int | None = None  # a tag read whose reply is still to come on the pipe
         self.generation = 0  # how many processes were started in this place
         self.killed: set[int] = set()  # generations the watchdog killed
         self.died: dict[int, tuple[int | None, int | None]] = {}  # generations that died: (pid, exit code)
@@ -39,7 +43,7 @@ class Lane:
     """A pipe to one thread of one worker process, used by one loader thread at a time.
 
     ``number`` is what ``thread_init`` gets in the worker thread. A lane that moves
-    to another worker (``gil_split``) is retired, and a new one with its number takes its place.
+    to another worker (``gil_split``) is retired, and its successor, with its number, takes its place.
     """
 
     def __init__(self, worker: Worker, number: int) -> None:
@@ -50,7 +54,12 @@ class Lane:
         self.conn: Connection | None = None
         self.generation = 0
         self.greeted = False  # the worker thread's ready message was taken
-        self.moving = False  # its loader thread takes the lane that replaces it at its next call
+        self.successor: Lane | None = None  # in a new worker: its loader thread moves there once it is ready
+
+    @property
+    def moving(self) -> bool:
+        """Whether the lane moves to a successor (``gil_split``)."""
+        return self.successor is not None
 
     @property
     def thread_name(self) -> str:
@@ -66,16 +75,29 @@ def retire(lane: Lane) -> None:
 
 
 def remote(worker: Worker, request: tuple[Any, ...], timeout: float | None) -> Any:
-    """Send ``request`` on ``worker``'s control pipe and return the reply; None if none came."""
+    """Send ``request`` on ``worker``'s control pipe and return the reply; None if none came in ``timeout``.
+
+    The worker sends each request's tag, then its reply. A reply to a request given up on
+    earlier (its time ran out) comes first: it is dropped.
+    """
     with worker.control_lock:
         control = worker.control
         if control is None:
             return None
+        worker.tag += 1
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            control.send(request)
-            if timeout is not None and not control.poll(timeout):
-                return None
-            return control.recv()
+            control.send((worker.tag, *request))
+            while True:
+                if deadline is not None and not control.poll(max(0.0, deadline - time.monotonic())):
+                    return None
+                message = control.recv()
+                if worker.owed is None:  # a tag: its reply comes next
+                    worker.owed = message
+                    continue
+                tag, worker.owed = worker.owed, None
+                if tag == worker.tag:
+                    return message
         except (EOFError, OSError):
             return None
 
@@ -89,8 +111,13 @@ def signal_name(exitcode: int | None) -> str:
         return ""
 
 
-def shutdown(workers: list[Worker], blocks: BlockPool) -> None:
-    """End every worker process (closing its control pipe asks it to exit) and unlink the blocks."""
+def shutdown(workers: list[Worker], blocks: BlockPool, stop: Callable[[], None] | None = None) -> None:
+    """End every worker process (closing its control pipe asks it to exit) and unlink the blocks.
+
+    ``stop`` ends what reviews the workers first (``GilSplit.stop``).
+    """
+    if stop is not None:
+        stop()
     try:
         for worker in workers:
             worker.closed = True

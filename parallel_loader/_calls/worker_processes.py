@@ -111,10 +111,11 @@ class ProcessCalls:
         self._bound: dict[threading.Thread, Lane] = {}
         self._abandoned: set[threading.Thread] = set()  # loader threads whose stuck call was given up
         self._local = threading.local()
-        self._split = GilSplit(name) if gil_split else None
+        self.split = GilSplit(name) if gil_split else None  # its splits count the workers split
         # Ends the workers and unlinks the blocks if the loader is dropped or the program
         # exits without close().
-        self._finalizer = weakref.finalize(self, shutdown, self._workers, self._blocks)
+        stop = None if self.split is None else self.split.stop
+        self._finalizer = weakref.finalize(self, shutdown, self._workers, self._blocks, stop)
         self.thread_init = self._bind
 
     @property
@@ -132,8 +133,8 @@ class ProcessCalls:
 
     def call(self, task: Task) -> Any:
         lane: Lane = self._local.lane
-        if lane.moving:
-            lane = self._move(lane)
+        if lane.successor is not None:
+            lane = self._switch(lane)
         while True:
             with self._lock:
                 conn, generation, greeted = lane.conn, lane.generation, lane.greeted
@@ -144,8 +145,6 @@ class ProcessCalls:
                     conn.send_bytes(ForkingPickler.dumps(("call", task)))
                     ok, result = self._receive(conn)
                     if ok:
-                        if self._split is not None and self._split.begin():
-                            self._review(self._split)
                         return result
                     failure = result
             except (EOFError, OSError):
@@ -202,11 +201,6 @@ class ProcessCalls:
 
         return hook_everywhere(here, self._lock, lambda: [w for w in self._workers if w.process is not None], tell)
 
-    @property
-    def splits(self) -> int:
-        """How many workers were split so far, their GIL holding back their threads (``gil_split``)."""
-        return 0 if self._split is None else self._split.splits
-
     def times(self) -> tuple[dict[str, CallTimes], float]:
         return {}, 0.0  # the loader threads' call times include the pipe's time
 
@@ -214,7 +208,11 @@ class ProcessCalls:
         with self._lock:
             self._closing = self._payload.closing = True
             notify_all(self._changed)
-        self._finalizer()
+        if self.split is not None:
+            self.split.stop()
+        self._finalizer()  # a review under way gets no more answers
+        if self.split is not None:
+            self.split.join(EXIT_WAIT)
 
     # Private: the loader threads' side.
 
@@ -230,6 +228,8 @@ class ProcessCalls:
                 raise LoaderClosed(f"{self.name}: the worker processes are closed")
             lane = self._free.pop(0)
             self._bound[threading.current_thread()] = lane
+            if self.split is not None:
+                self.split.start(self._review)
             started = self._start(lane.worker, pickled) if lane.worker.process is None else None
         if started is not None:
             started.send_boot()
@@ -251,27 +251,38 @@ class ProcessCalls:
         if failure is not None:
             raise failure
 
-    def _move(self, lane: Lane) -> Lane:
-        """Retire this thread's lane, which moved to a new worker (``gil_split``), and bind to a free one."""
+    def _switch(self, lane: Lane) -> Lane:
+        """Move this thread to its lane's successor (``gil_split``) once that sent its ready message; never wait."""
+        with self._lock:  # the review marks the successor, then starts its worker, under this lock
+            successor = lane.successor
+            conn = None if successor is None else successor.conn
+        if successor is None or conn is None or not conn.poll():
+            return lane  # not started or not ready: this lane serves one more call
         with self._lock:
-            self._bound.pop(threading.current_thread(), None)
+            if self._bound.get(threading.current_thread()) is not lane:
+                return lane  # the watchdog took this thread's lane meanwhile
+            self._bound[threading.current_thread()] = successor
             retire(lane)
-        self._bind(lane.number)
-        return self._local.lane
+        self._local.lane = successor
+        return successor
 
-    def _review(self, gil: GilSplit) -> None:
-        """Split each worker that its GIL holds back (``gil_split``); ``gil.begin()`` let this thread make it."""
-        try:
-            with self._lock:
-                # A worker with a greeted lane serves its control pipe: a request gets an answer at once.
-                running = [w for w in self._workers if w.process is not None and any(x.greeted for x in w.lanes)]
-            ceilings = gil.review(running)
-            with self._lock:
-                if ceilings and not self._closing:
-                    self._free = gil.split(ceilings, self._free, self._workers, f"{self.name}-process-")
-                    notify_all(self._changed)
-        finally:
-            gil.end()
+    def _review(self) -> None:
+        """Split each worker that its GIL holds back, and start the new workers (the review thread: ``gil_split``)."""
+        assert self.split is not None
+        with self._lock:  # a worker with a greeted lane serves its control pipe
+            running = [w for w in self._workers if w.process is not None and any(x.greeted for x in w.lanes)]
+        ceilings = self.split.review(running)
+        if not ceilings:
+            return
+        pickled = self._payload.made()
+        with self._lock:
+            if self._closing:
+                return
+            self._free, made = self.split.split(ceilings, self._free, self._workers, f"{self.name}-process-")
+            started = [self._start(worker, pickled) for worker in made]
+            notify_all(self._changed)
+        for process in started:
+            process.send_boot()
 
     def _greet(self, lane: Lane, conn: Connection) -> BaseException | None:
         """Take the worker thread's first message: ready (None), or the exception its thread_init raised."""
@@ -371,7 +382,7 @@ class ProcessCalls:
                 ours.close()  # start() closed the worker's ends
             raise
         worker.process = process
-        worker.control = pipes[0][0]
+        worker.control, worker.owed = pipes[0][0], None
         worker.generation += 1
         for thread, lane in enumerate(worker.lanes):
             lane.thread = thread

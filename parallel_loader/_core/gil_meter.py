@@ -16,24 +16,26 @@ ceiling*. See :doc:`/guide/host_scale`.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
 
 import psutil
 
-__all__ = ["GilMeter", "GilReading", "GilWindow", "gil_ceiling"]
+__all__ = ["GilMeter", "GilReading", "GilWindow", "gil_ceiling", "host_idle"]
 
 log = logging.getLogger(__name__)
 
 PERIOD = 0.01  # the probe's sleep: 100 wakes a second, each a few microseconds of the GIL
 LATE = 0.0005  # a wake later than this found the GIL held (a quiet machine's wakes are 0.1-0.2 ms late)
 # gil_ceiling's thresholds: a window this long at least, a GIL held at this share of the wakes or more,
-# threads getting less than this share of a core each, and a host with at least this many idle cores.
+# threads getting less than this share of a core each, a host with this many idle cores, and a process busy.
 MIN_SECONDS = 1.0
 BUSY = 0.5
 STARVED = 0.75
 IDLE_CORES = 0.75
+FULL_GIL = 0.9  # a process whose GIL holds its threads back uses about a core at least
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,7 @@ class GilReading:
     idle: float  # the host's idle CPU seconds, all cores together
     wakes: int  # the probe's wakes
     held: int  # ...that found the GIL held
+    pid: int = 0  # the process measured
 
     def since(self, earlier: GilReading) -> GilWindow:
         """The figures between ``earlier`` and this reading."""
@@ -79,8 +82,11 @@ def gil_ceiling(window: GilWindow, threads: int) -> int | None:
         About the cores the process used, at least 1 and fewer than ``threads``. None
         when the window is short, the GIL mostly free, or the threads near a core each.
         None too when the host has no idle core: more processes would not run either.
+        None when the process used under 0.9 cores: its GIL had time to spare.
     """
     if window.seconds < MIN_SECONDS or window.held < BUSY or window.idle_cores < IDLE_CORES:
+        return None
+    if window.cores < FULL_GIL:  # the GIL is held on a core: under 0.9 cores, it had free time
         return None
     if window.cores >= STARVED * threads:
         return None
@@ -110,7 +116,7 @@ class GilMeter:
 
     def reading(self) -> GilReading:
         """The running totals now."""
-        return GilReading(time.monotonic(), time.process_time(), _host_idle(), self._wakes, self._held)
+        return GilReading(time.monotonic(), time.process_time(), host_idle(), self._wakes, self._held, os.getpid())
 
     def close(self) -> None:
         """End the probe thread."""
@@ -128,7 +134,14 @@ class GilMeter:
             self._held += held
 
 
-def _host_idle() -> float:
-    """The host's idle CPU seconds since boot, all cores together (waits on I/O count as idle)."""
-    times = psutil.cpu_times()
-    return times.idle + getattr(times, "iowait", 0.0)
+def host_idle() -> float:
+    """The idle CPU seconds since boot of the cores this process may run on (waits on I/O count as idle).
+
+    A CPU quota (cgroup ``cpu.max``) is not seen: a throttled container's cores may look idle.
+    """
+    per_core = psutil.cpu_times(percpu=True)
+    try:
+        cores = [i for i in os.sched_getaffinity(0) if i < len(per_core)]
+    except (AttributeError, OSError):
+        cores = list(range(len(per_core)))
+    return sum(per_core[i].idle + getattr(per_core[i], "iowait", 0.0) for i in cores)

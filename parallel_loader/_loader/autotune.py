@@ -16,9 +16,7 @@ it. The decision itself (``decide``) is a function of one ``Window``'s figures:
 * the process's CPU time against the cores it may run on gives the
   threads the CPU can feed: each thread costs ``used / threads`` cores, and the
   idle cores pay for that many more. A core that another process keeps busy is
-  not idle (the host's idle time, read with the GIL meter's figures);
-* a process whose GIL holds its threads back (``gil_meter.gil_ceiling``) does not
-  grow: its new threads would wait for the GIL. ``processes="auto"`` would use more cores;
+  not idle (the cores' idle time, ``gil_meter.host_idle``);
 * input-bound (the consumer waited more than 2% of the window): grow to
   ``needed`` at once, at least by one. Never grow past what the CPU can feed:
   for CPU-bound work, that stops at the cores there are;
@@ -40,13 +38,11 @@ import logging
 import math
 import os
 import time
-import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from .._core.checks import check_int
-from .._core.gil_meter import GilMeter, GilReading, GilWindow, gil_ceiling
+from .._core.gil_meter import host_idle
 from .._core.telemetry import CallTimes, Rates
 
 __all__ = ["HOLD", "Sample", "ThreadTuner", "Window", "available_cores", "decide"]
@@ -80,7 +76,7 @@ class Sample:
     calls: int  # calls of the yield function finished
     call_seconds: float  # their total time
     cpu_seconds: float  # the process's CPU time
-    gil: GilReading | None = None  # the GIL meter's totals, with the host's idle CPU time (gil_meter)
+    idle_seconds: float = math.nan  # the idle CPU time of the cores this process may use (nan: not read)
 
 
 @dataclass(frozen=True)
@@ -94,11 +90,10 @@ class Window(Rates):
     call_seconds: float
     cpu_seconds: float
     threads: int
-    gil: GilWindow | None = None  # what the GIL meter saw, and the host's idle cores
+    idle_seconds: float = math.nan  # idle CPU time of this process's cores, others' use left out (nan: not read)
 
     @classmethod
     def between(cls, start: Sample, end: Sample, threads: int) -> Window:
-        gil = end.gil.since(start.gil) if end.gil is not None and start.gil is not None else None
         return cls(
             seconds=end.time - start.time,
             batches=end.batches - start.batches,
@@ -107,7 +102,7 @@ class Window(Rates):
             call_seconds=end.call_seconds - start.call_seconds,
             cpu_seconds=end.cpu_seconds - start.cpu_seconds,
             threads=threads,
-            gil=gil,
+            idle_seconds=end.idle_seconds - start.idle_seconds,
         )
 
     @property
@@ -146,20 +141,17 @@ def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> 
     used = window.cpu_seconds / window.seconds  # cores busy in this process
     per_thread = used / n
     idle = max(0.0, cores - used)
-    gil = window.gil
-    if gil is not None:  # a core that another process keeps busy is not idle
-        idle = min(idle, max(0.0, gil.idle_cores))
+    if window.idle_seconds == window.idle_seconds:  # read: a core that another process keeps busy is not idle
+        idle = min(idle, max(0.0, window.idle_seconds / window.seconds))
     fed = max_threads if per_thread <= 0 else n + math.floor(idle / per_thread + 1e-9)
     wait = window.wait_fraction
     figures = (
         f"waited {100 * wait:.0f}%, call {1e3 * call:.1f} ms, step {1e3 * step:.1f} ms, "
         f"CPU {used:.2f} of {cores:g} cores"
     )
-    if gil is not None:
-        figures += f", {gil.idle_cores:.1f} idle on the host, GIL busy at {100 * gil.held:.0f}% of the probes"
+    if window.idle_seconds == window.idle_seconds:
+        figures += f", {window.idle_seconds / window.seconds:.1f} idle"
     if wait > INPUT_BOUND:
-        if gil is not None and gil_ceiling(gil, n) is not None:  # more threads here would wait for the GIL
-            return n, f'input-bound but the GIL is busy: processes="auto" would use more cores ({figures})'
         target = min(max(n + 1, needed), fed, max_threads)
         if target <= n:
             return n, f"input-bound but the CPU is busy ({figures})"
@@ -181,9 +173,8 @@ class ThreadTuner:
         min_seconds: the shortest window; it also lasts two mean call times at least.
         min_batches: the fewest batches in a window.
 
-    With its own clocks, the tuner also runs a GIL meter (``gil_meter``) from its first
-    measure to ``close()``. Threads the GIL holds back do not grow, and a core another
-    process keeps busy is not counted as idle.
+    With its own clocks, the tuner also reads its cores' idle time (``gil_meter.host_idle``).
+    A core another process keeps busy is then not counted as idle.
 
     Raises:
         TypeError, ValueError: a bound is not an int, below 1, or ``max_threads < min_threads``.
@@ -218,9 +209,7 @@ class ThreadTuner:
         self._shortest = min_seconds  # the shortest next window: min_seconds, two of the last window's call times
         self._grown_from: tuple[int, float] | None = None  # (count, rate) before the last growth
         self._ceiling: tuple[int, int] | None = None  # (count, windows left) not to grow past
-        self._measures_gil = clock is time.monotonic and cpu_seconds is None  # its readings are on these clocks
-        self._meter: GilMeter | None = None
-        self._meter_end: Callable[[], Any] | None = None
+        self._reads_idle = clock is time.monotonic and cpu_seconds is None  # the idle time is on these clocks
 
     @property
     def initial(self) -> int:
@@ -315,17 +304,8 @@ class ThreadTuner:
         :meta private:
         """
         times = list(times)
-        if self._meter is None and self._measures_gil:
-            self._meter = GilMeter()
-            self._meter_end = weakref.finalize(self, self._meter.close)  # a tuner dropped without close()
         sample = self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
-        return sample if self._meter is None else dataclasses.replace(sample, gil=self._meter.reading())
-
-    def close(self) -> None:
-        """End the GIL meter's thread, if one runs; the next ``measure`` starts another."""
-        end, self._meter, self._meter_end = self._meter_end, None, None
-        if end is not None:
-            end()
+        return dataclasses.replace(sample, idle_seconds=host_idle()) if self._reads_idle else sample
 
     def _next(self, window: Window) -> tuple[int, str]:
         n = window.threads

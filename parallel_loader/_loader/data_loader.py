@@ -366,7 +366,7 @@ class DataLoader:
             timeout: the most seconds to wait for all the threads together; ``None``
                 waits until each ends. Threads still running then are logged.
         """
-        self._shutdown.close(check_timeout(timeout), self._yield_calls, self._tuner)
+        self._shutdown.close(check_timeout(timeout), self._yield_calls)
 
     def __enter__(self) -> DataLoader:
         return self

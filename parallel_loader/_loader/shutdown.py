@@ -84,13 +84,12 @@ class Shutdown:
             self.threads.stop()
         self._results.close()
 
-    def close(self, timeout: float | None, calls: _Closable, tuner: _Closable | None = None) -> None:
-        """Stop, wait for the threads, then close ``calls`` and ``tuner``; see ``DataLoader.close``.
+    def close(self, timeout: float | None, calls: _Closable) -> None:
+        """Stop, wait for the threads, then close ``calls``; see ``DataLoader.close``.
 
         Args:
             timeout: the most seconds to wait for all the threads together; ``None`` for no limit.
             calls: where the calls run; closed even when Ctrl-C cuts the wait short.
-            tuner: the thread tuner, whose GIL meter ends likewise.
         """
         try:
             self.stop()
@@ -101,11 +100,7 @@ class Shutdown:
         try:
             running = self.threads.join(timeout)
         finally:  # worker processes end even when a Ctrl-C cuts the wait short
-            try:
-                calls.close()
-            finally:
-                if tuner is not None:
-                    tuner.close()
+            calls.close()
         if running:
             log.warning(
                 "%s: %s still inside the yield function after close(); they end when that call returns",

@@ -168,7 +168,7 @@ class StoreWriter:
 
 def writer_for(store: IndexStore) -> StoreWriter:
     """The writer of ``store``'s file in this process, made at the first call: shared by every cache on it."""
-    name = _real_path(store.path)
+    name = _real_path(store.path) if os.path.isabs(store.path) else os.path.realpath(store.path)
     with _writers_lock:
         writer = _writers.get(name)
         if writer is None:
@@ -178,7 +178,7 @@ def writer_for(store: IndexStore) -> StoreWriter:
 
 @functools.lru_cache(maxsize=64)
 def _real_path(path: os.PathLike[str] | str) -> str:
-    """``path`` resolved once: ``writer_for`` runs once a clip (``member_bytes.read_kept``)."""
+    """An absolute ``path`` resolved once: ``writer_for`` runs once a clip (``member_bytes.read_kept``)."""
     return os.path.realpath(path)
 
 
