@@ -15,6 +15,7 @@ then sends ``("ok", skeleton, reports)`` or ``("error", exc, text, reports)``.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import pickle
 import signal
@@ -161,9 +162,13 @@ def _serve(
             thread_init(number)
     except BaseException as exc:
         exc.add_note(f"raised by thread_init in worker process {where}, thread {thread}")
-        _send(conn, ("init_error", *portable(exc)))
+        with contextlib.suppress(EOFError, OSError):
+            _send(conn, ("init_error", *portable(exc)))
         return
-    _send(conn, ("ready",))
+    try:
+        _send(conn, ("ready",))
+    except (EOFError, OSError):
+        return  # the lane closed during thread_init: it moved to another worker, or the consumer is gone
     while True:
         try:
             _, task = conn.recv()
