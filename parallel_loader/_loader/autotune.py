@@ -33,7 +33,6 @@ so tests drive it by hand.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import os
@@ -141,7 +140,7 @@ def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> 
     used = window.cpu_seconds / window.seconds  # cores busy in this process
     per_thread = used / n
     idle = max(0.0, cores - used)
-    if window.idle_seconds == window.idle_seconds:  # read: a core that another process keeps busy is not idle
+    if not math.isnan(window.idle_seconds):  # read: a core that another process keeps busy is not idle
         idle = min(idle, max(0.0, window.idle_seconds / window.seconds))
     fed = max_threads if per_thread <= 0 else n + math.floor(idle / per_thread + 1e-9)
     wait = window.wait_fraction
@@ -149,7 +148,7 @@ def decide(window: Window, cores: float, min_threads: int, max_threads: int) -> 
         f"waited {100 * wait:.0f}%, call {1e3 * call:.1f} ms, step {1e3 * step:.1f} ms, "
         f"CPU {used:.2f} of {cores:g} cores"
     )
-    if window.idle_seconds == window.idle_seconds:
+    if not math.isnan(window.idle_seconds):
         figures += f", {window.idle_seconds / window.seconds:.1f} idle"
     if wait > INPUT_BOUND:
         target = min(max(n + 1, needed), fed, max_threads)
@@ -287,11 +286,12 @@ class ThreadTuner:
         return target
 
     def sample(self, batches: int, wait_seconds: float, calls: int, call_seconds: float) -> Sample:
-        """A ``Sample`` of these totals, timed by this tuner's clock and CPU reading.
+        """A ``Sample`` of these totals, timed by this tuner's clock and CPU reading (and its cores' idle time).
 
         :meta private:
         """
-        return Sample(self.clock(), batches, wait_seconds, calls, call_seconds, self.cpu_seconds())
+        idle = host_idle() if self._reads_idle else math.nan
+        return Sample(self.clock(), batches, wait_seconds, calls, call_seconds, self.cpu_seconds(), idle)
 
     def measure(self, times: Iterable[CallTimes], batches: int, wait_seconds: float) -> Sample:
         """A ``Sample`` of a loader's totals now.
@@ -304,8 +304,7 @@ class ThreadTuner:
         :meta private:
         """
         times = list(times)
-        sample = self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
-        return dataclasses.replace(sample, idle_seconds=host_idle()) if self._reads_idle else sample
+        return self.sample(batches, wait_seconds, sum(t.count for t in times), sum(t.total for t in times))
 
     def _next(self, window: Window) -> tuple[int, str]:
         n = window.threads
